@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up a virtual environment with every extra and run the whole test suite.
+# Extra arguments go to pytest (e.g. `bash scripts/test.sh -k sqlite -x`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[all,dev]"
+exec .venv/bin/python -m pytest "$@"

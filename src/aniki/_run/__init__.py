@@ -1,0 +1,1 @@
+"""The run machinery behind ``Runner``: the turn loop, tools, streaming and persistence."""

@@ -1,0 +1,197 @@
+"""The turn loop shared by ``Runner.run`` and ``Runner.stream``.
+
+One coroutine, :func:`execute`, runs a whole conversation turn; the two entry points differ
+only in how model calls are made (``complete`` or ``stream``), where events go, and when
+messages reach the session:
+
+* ``run`` commits each turn as it completes, so a failing run keeps every completed turn;
+* ``stream`` keeps the run's messages pending and hands them back, to be committed only when
+  the consumer reaches ``RunCompleted``.
+
+A turn that asked for tools is committed together with all its tool results, so a crash
+between the two can never leave a tool call unanswered in the stored history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..context import Context
+from ..errors import AnikiError, MaxTurnsExceeded, ProviderError, StreamInterruptedError
+from ..errors import ValidationError as MessageValidationError
+from ..events import StreamEvent, TextDelta, ToolCallCompleted, ToolCallStarted
+from ..messages import Message, ToolCall
+from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider
+from ..usage import Usage
+from . import session_io
+
+if TYPE_CHECKING:
+    from ..agent import Agent, Middleware
+
+__all__ = ["Outcome", "RunPlan", "execute"]
+
+Emit = Callable[[StreamEvent], None]
+CallNext = Callable[[ModelRequest], Awaitable[ModelResponse]]
+
+
+@dataclass(slots=True)
+class RunPlan:
+    """Everything one run needs, fixed before its first turn."""
+
+    agent: Agent
+    session: Any
+    context: Context
+    provider: Provider
+    max_turns: int
+    middleware: tuple[Middleware, ...]
+    settings: ModelSettings
+    streaming: bool
+    emit: Emit | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a run produced; ``pending`` holds what a stream has not committed yet."""
+
+    content: str = ""
+    output: Any = None
+    usage: Usage = field(default_factory=Usage)
+    new_messages: list[Message] = field(default_factory=list)
+    pending: list[Message] = field(default_factory=list)
+
+
+async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Outcome:
+    """Run turns until the model answers in text; the user message is already stored."""
+    outcome.new_messages.append(user_message)
+    call_model = _middleware_chain(plan)
+    for turn in range(1, plan.max_turns + 1):
+        request = await _build_request(plan, outcome)
+        response = await call_model(request)
+        outcome.usage += response.usage if response.usage is not None else Usage(requests=1)
+        assistant = _assistant_message(plan, response)
+        if assistant.tool_calls:
+            results = await _run_tools(plan, assistant.tool_calls)
+            await _commit(plan, outcome, [assistant, *results])
+            if turn == plan.max_turns:
+                raise MaxTurnsExceeded(plan.max_turns)
+            continue
+        await _commit(plan, outcome, [assistant])
+        outcome.content = assistant.content
+        spec = plan.agent.output
+        outcome.output = spec.validate(assistant.content) if spec else assistant.content
+        return outcome
+    raise MaxTurnsExceeded(plan.max_turns)  # only reached with max_turns < 1
+
+
+async def _commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> None:
+    outcome.new_messages.extend(messages)
+    if plan.streaming:
+        outcome.pending.extend(messages)
+    else:
+        await session_io.append(plan.session, messages)
+
+
+async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
+    history = await session_io.read(plan.session)
+    instructions = await plan.agent.render_instructions(plan.context)
+    head: tuple[Message, ...] = (
+        (Message(role="system", content=instructions),) if instructions else ()
+    )
+    messages = head + tuple(history) + tuple(outcome.pending)
+    spec = plan.agent.output
+    return ModelRequest(
+        model=plan.agent.model,
+        messages=messages,
+        tools=tuple(t.definition() for t in plan.agent.tools.values()),
+        output_schema=spec.json_schema if spec else None,
+        settings=plan.settings,
+    )
+
+
+def _assistant_message(plan: RunPlan, response: ModelResponse) -> Message:
+    if not isinstance(response, ModelResponse):
+        raise ProviderError(
+            f"the provider returned {type(response).__name__}, not a ModelResponse "
+            "(check the middleware: each must return what call_next returned, or a ModelResponse)"
+        )
+    try:
+        return response.to_message()
+    except MessageValidationError as exc:
+        raise ProviderError(f"model {plan.agent.model!r} gave an unusable reply: {exc}") from exc
+
+
+def _middleware_chain(plan: RunPlan) -> CallNext:
+    async def call_provider(request: ModelRequest) -> ModelResponse:
+        try:
+            if plan.streaming:
+                return await _stream_response(plan, request)
+            return await plan.provider.complete(request)
+        except AnikiError:
+            raise
+        except Exception as exc:
+            raise ProviderError(
+                f"the provider failed on model {request.model!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    handler: CallNext = call_provider
+    for middleware in reversed(plan.middleware):
+        handler = _bind(middleware, plan.context, handler)
+    return handler
+
+
+def _bind(middleware: Middleware, context: Context, call_next: CallNext) -> CallNext:
+    async def call(request: ModelRequest) -> ModelResponse:
+        response: ModelResponse = await middleware(context, request, call_next)
+        return response
+
+    return call
+
+
+async def _stream_response(plan: RunPlan, request: ModelRequest) -> ModelResponse:
+    response: ModelResponse | None = None
+    async for item in plan.provider.stream(request):
+        if isinstance(item, TextDelta):
+            if response is not None:
+                raise StreamInterruptedError("the provider sent text after its final reply")
+            if item.text and plan.emit is not None:
+                plan.emit(item)
+        elif isinstance(item, ModelResponse):
+            response = item
+        else:
+            raise ProviderError(
+                f"the provider's stream yielded {type(item).__name__}; "
+                "expected TextDelta items and a final ModelResponse"
+            )
+    if response is None:
+        raise StreamInterruptedError(
+            f"the stream for model {request.model!r} ended before the reply was complete"
+        )
+    return response
+
+
+async def _run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
+    """Run every call concurrently; results come back in call order."""
+
+    async def run_one(call: ToolCall) -> Message:
+        if plan.emit is not None:
+            plan.emit(ToolCallStarted(call))
+        tool = plan.agent.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(plan.agent.tools)) or "none"
+            message = Message(
+                role="tool",
+                content=f"Error: unknown tool {call.name!r}. Available tools: {known}.",
+                tool_call_id=call.id,
+            )
+        else:
+            message = await tool.invoke(call, plan.context)
+        if plan.emit is not None:
+            plan.emit(ToolCallCompleted(call, message))
+        return message
+
+    if len(calls) == 1:
+        return [await run_one(calls[0])]
+    return list(await asyncio.gather(*(run_one(call) for call in calls)))

@@ -1,0 +1,103 @@
+"""``Agent``: instructions, a model and provider, tools, and a session to remember in."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeAlias
+
+from .context import Context
+from .errors import UserError
+from .output import OutputSpec, output_spec
+from .providers.base import ModelSettings, Provider
+from .providers.registry import get_provider
+from .sessions.base import AsyncSession, Session
+from .sessions.memory import InMemorySession
+from .tools import Tool, tools_by_name
+
+__all__ = ["Agent", "Instructions", "Middleware"]
+
+Instructions: TypeAlias = "str | Callable[[Context], str | Awaitable[str]]"
+"""An agent's system prompt, or a function of the run's context that returns it."""
+
+Middleware: TypeAlias = Callable[..., Awaitable[Any]]
+"""``async (ctx, request, call_next) -> ModelResponse``, wrapped around every model call."""
+
+
+class Agent:
+    """An LLM with instructions, tools and a conversation history.
+
+    The agent's ``session`` is where its history lives: a fresh :class:`~aniki.InMemorySession`
+    unless one is given. Pass ``session=`` to ``Runner.run`` to use one agent for many
+    conversations.
+
+    Example::
+
+        from aniki import Agent, Runner
+        from aniki.testing import MockProvider
+
+        provider = MockProvider()
+        provider.enqueue_response(content="Hello!")
+        agent = Agent("Assistant", "You are helpful.", model="gpt-4o-mini", provider=provider)
+        result = Runner().run_sync(agent, message="Hi")
+        result.content  # "Hello!"
+    """
+
+    def __init__(
+        self,
+        name: str,
+        instructions: Instructions = "",
+        *,
+        model: str,
+        provider: Provider | str = "openai",
+        session: Session | AsyncSession | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        output_schema: Any = None,
+        middleware: Sequence[Middleware] = (),
+        settings: ModelSettings | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise UserError("an agent needs a non-empty name")
+        if not isinstance(model, str) or not model:
+            raise UserError(f"agent {name!r} needs a model name, e.g. model='gpt-4o-mini'")
+        if not (isinstance(instructions, str) or callable(instructions)):
+            raise UserError("instructions must be a string or a function of the run's Context")
+        if not isinstance(provider, str) and not isinstance(provider, Provider):
+            raise UserError(
+                f"provider must be a Provider object or a registered name, got {provider!r}"
+            )
+        self.name = name
+        self.instructions = instructions
+        self.model = model
+        self.provider = provider
+        self.session: Session | AsyncSession = session if session is not None else InMemorySession()
+        self.tools: dict[str, Tool] = tools_by_name(tools)
+        self.output_schema = output_schema
+        self.output: OutputSpec | None = output_spec(output_schema)
+        self.middleware: tuple[Middleware, ...] = tuple(middleware)
+        self.settings: ModelSettings = settings if settings is not None else ModelSettings()
+        self._resolved: Provider | None = provider if not isinstance(provider, str) else None
+
+    def resolve_provider(self) -> Provider:
+        """The provider object, built from the registry on first use when given by name."""
+        if self._resolved is None:
+            assert isinstance(self.provider, str)
+            self._resolved = get_provider(self.provider)
+        return self._resolved
+
+    async def render_instructions(self, context: Context) -> str:
+        """The system prompt for a run (calling ``instructions`` when it is a function)."""
+        if isinstance(self.instructions, str):
+            return self.instructions
+        value = self.instructions(context)
+        if inspect.isawaitable(value):
+            value = await value
+        if not isinstance(value, str):
+            raise UserError(
+                f"the instructions function of agent {self.name!r} returned "
+                f"{type(value).__name__}; it must return a string"
+            )
+        return value
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={self.model!r}, tools={sorted(self.tools)!r})"

@@ -1,0 +1,213 @@
+"""Every error aniki raises, under one root.
+
+The tree::
+
+    AnikiError                      root of everything aniki raises
+    ├── UserError                   the SDK was misused: fix the calling code
+    ├── ValidationError             a malformed message (also a ValueError)
+    ├── MaxTurnsExceeded            a run used all its turns
+    ├── OutputValidationError       the final reply does not fit the output schema
+    ├── ToolError                   raised by a tool: its message goes to the model as the result
+    ├── ProviderError               a model call failed
+    │   ├── AuthenticationError     missing or rejected API key
+    │   ├── RateLimitError          the provider said "slow down" (429)
+    │   ├── ProviderTimeoutError    no answer in time
+    │   ├── ProviderConnectionError the provider could not be reached
+    │   ├── StreamInterruptedError  a streamed reply broke off part-way
+    │   └── BadRequestError         the provider rejected the request (4xx)
+    │       └── ContextWindowExceededError  the history is too long for the model
+    └── StoreError                  a session store failed
+        ├── StoreUnavailableError   the store's server or file cannot be reached
+        ├── SchemaVersionError      the store was written by a newer aniki
+        └── CorruptStoreError       the store holds data aniki cannot read
+
+Errors from dependencies (HTTP clients, database drivers) are translated at the
+boundary into one of these, with the original kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AnikiError",
+    "AuthenticationError",
+    "BadRequestError",
+    "ContextWindowExceededError",
+    "CorruptStoreError",
+    "MaxTurnsExceeded",
+    "OutputValidationError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "SchemaVersionError",
+    "StoreError",
+    "StoreUnavailableError",
+    "StreamInterruptedError",
+    "ToolError",
+    "UserError",
+    "ValidationError",
+]
+
+
+class AnikiError(Exception):
+    """Root of every error aniki raises."""
+
+
+class UserError(AnikiError):
+    """The SDK was used in a way it does not support; the message says how to fix the call."""
+
+
+class ValidationError(AnikiError, ValueError):
+    """A message broke one of the rules every stored message must keep.
+
+    Attributes:
+        field: the offending field (``"role"``, ``"content"``, ``"tool_calls"``, ...).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MaxTurnsExceeded(AnikiError):
+    """A run reached ``max_turns`` model calls without a final answer.
+
+    Every completed turn is already in the session, and every tool call is answered.
+
+    Attributes:
+        max_turns: the limit that was reached.
+    """
+
+    def __init__(self, max_turns: int) -> None:
+        super().__init__(
+            f"the run reached max_turns={max_turns} without a final answer; "
+            "raise Runner(max_turns=...) or check why the model keeps calling tools"
+        )
+        self.max_turns = max_turns
+
+
+class OutputValidationError(AnikiError):
+    """The model's final reply does not validate against the agent's output schema.
+
+    Attributes:
+        raw: the reply text exactly as the model produced it.
+        errors: the validation errors, one human-readable line each.
+    """
+
+    def __init__(self, raw: str, errors: list[str]) -> None:
+        shown = "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
+        super().__init__(f"the model's reply does not match the output schema: {shown}")
+        self.raw = raw
+        self.errors = errors
+
+
+class ToolError(AnikiError):
+    """Raise from a tool to send the model exactly this message as the tool's result.
+
+    Any other exception from a tool is reported to the model too, with its type; use
+    ``ToolError`` for failures the model can act on.
+
+    Example::
+
+        @tool
+        def divide(a: float, b: float) -> float:
+            if b == 0:
+                raise ToolError("b must not be 0; ask the user for another divisor")
+            return a / b
+    """
+
+
+class ProviderError(AnikiError):
+    """A model call failed.
+
+    Attributes:
+        provider: the provider's name (``"openai"``, ``"anthropic"``, ...), when known.
+        status_code: the HTTP status, when the provider answered with one.
+        body: the provider's error body, when it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status_code: int | None = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status_code = status_code
+        self.body = body
+
+
+class AuthenticationError(ProviderError):
+    """The API key is missing or was rejected.
+
+    Attributes:
+        env_var: the environment variable the provider reads its key from.
+    """
+
+    def __init__(self, message: str, *, env_var: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.env_var = env_var
+
+
+class RateLimitError(ProviderError):
+    """The provider is rate limiting (HTTP 429) and retries ran out.
+
+    Attributes:
+        retry_after: seconds the provider asked to wait, when it said.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer within the timeout."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached (refused, reset, DNS)."""
+
+
+class StreamInterruptedError(ProviderError):
+    """A streamed reply broke off before the provider said it was finished."""
+
+
+class BadRequestError(ProviderError):
+    """The provider rejected the request as invalid (a 4xx other than 401, 403, 429)."""
+
+
+class ContextWindowExceededError(BadRequestError):
+    """The request is longer than the model's context window.
+
+    A history policy (``TokenBudgetSession``, ``SummarizingSession``) prevents it.
+    """
+
+
+class StoreError(AnikiError):
+    """A session store failed.
+
+    Attributes:
+        store: a description of the store (its URL or path, passwords redacted).
+    """
+
+    def __init__(self, message: str, *, store: str | None = None) -> None:
+        super().__init__(f"{message} [store: {store}]" if store else message)
+        self.store = store
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server, file or directory cannot be reached or opened."""
+
+
+class SchemaVersionError(StoreError):
+    """The store was written by a newer aniki whose format this version cannot read."""
+
+
+class CorruptStoreError(StoreError):
+    """The store holds data that is not a valid aniki store (corrupt or foreign)."""

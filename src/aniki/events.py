@@ -1,0 +1,68 @@
+"""The events a :class:`~aniki.StreamedRun` yields, in the order a run produces them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
+
+from .messages import Message, ToolCall
+
+if TYPE_CHECKING:
+    from .result import RunResult
+
+__all__ = [
+    "RunCompleted",
+    "StreamEvent",
+    "StreamRestarted",
+    "TextDelta",
+    "ToolCallCompleted",
+    "ToolCallStarted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the assistant's reply text, as the model produces it."""
+
+    text: str
+    """The new text; concatenating a turn's deltas gives its reply."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """The model asked for a tool call, which is about to run."""
+
+    tool_call: ToolCall
+    """The call, with its raw arguments."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallCompleted:
+    """A tool call finished (or failed: the message then says what went wrong)."""
+
+    tool_call: ToolCall
+    """The call that finished."""
+    message: Message
+    """The ``tool`` message that answers it."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRestarted:
+    """The model's stream broke and is being retried: this turn's text so far is void."""
+
+    reason: str
+    """Why the stream broke."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunCompleted:
+    """The run finished and its messages are stored; always the last event."""
+
+    result: RunResult
+    """The run's result."""
+
+
+StreamEvent: TypeAlias = (
+    "TextDelta | ToolCallStarted | ToolCallCompleted | StreamRestarted | RunCompleted"
+)
+"""Any event a :class:`~aniki.StreamedRun` yields."""

@@ -1,0 +1,55 @@
+"""``Memory``: the append-only, validating message store that in-process sessions build on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .messages import Message, MessageLike, to_message
+
+__all__ = ["Memory"]
+
+
+class Memory:
+    """An ordered, append-only list of validated messages, held in this process.
+
+    Every message is validated as it is added, so a malformed one is refused with
+    :class:`~aniki.ValidationError` before anything is stored.
+
+    Example::
+
+        memory = Memory()
+        memory.add_message({"role": "user", "content": "Hi"})
+        memory.get_messages()  # (Message(role='user', content='Hi', ...),)
+    """
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: Iterable[MessageLike] = ()) -> None:
+        self._messages: list[Message] = [to_message(m) for m in messages]
+
+    def add_message(self, message: MessageLike) -> None:
+        """Validate ``message`` and append it."""
+        self._messages.append(to_message(message))
+
+    def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        """Validate every message first, then append them all: all or nothing."""
+        batch = [to_message(m) for m in messages]
+        self._messages.extend(batch)
+
+    def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
+        """A snapshot of the messages in order; with ``limit``, only the most recent ``limit``."""
+        if limit is None:
+            return tuple(self._messages)
+        if limit <= 0:
+            return ()
+        return tuple(self._messages[-limit:])
+
+    def clear(self) -> None:
+        """Remove every message."""
+        self._messages.clear()
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __repr__(self) -> str:
+        return f"Memory({len(self._messages)} messages)"

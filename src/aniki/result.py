@@ -1,0 +1,39 @@
+"""``RunResult``: what a run produced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .context import Context
+from .messages import Message
+from .usage import Usage
+
+__all__ = ["RunResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The outcome of one run.
+
+    Example::
+
+        result = await Runner().run(agent, message="Hi")
+        result.content          # the final assistant text
+        len(result.messages)    # the whole history after the run
+    """
+
+    messages: tuple[Message, ...]
+    """A snapshot of the session's history at the end of the run; later appends leave it as is."""
+    new_messages: tuple[Message, ...]
+    """The messages this run added, the user message first."""
+    content: str
+    """The final assistant text."""
+    output: Any
+    """The validated structured output when the agent has an ``output_schema``, else ``content``."""
+    usage: Usage
+    """What the run's model calls cost, summed."""
+    run_id: str
+    """The run's id (``context.run_id``)."""
+    context: Context
+    """The run's context."""

@@ -1,0 +1,90 @@
+"""The session protocols: the whole contract between the Runner and a history store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from ..messages import Message, MessageLike
+
+__all__ = ["AsyncSession", "Session", "SessionInfo"]
+
+
+@runtime_checkable
+class Session(Protocol):
+    """A conversation's history, stored anywhere.
+
+    Exactly four members, so a custom store is a thin wrapper. The Runner appends every
+    message of a run through :meth:`add_message` and reads the history to send through
+    :meth:`get_messages`. Built-in stores also offer ``add_messages(batch)`` (atomic) and
+    ``get_messages(limit=None)``; the Runner uses ``add_messages`` when a store has it.
+
+    Example::
+
+        class ListSession:
+            def __init__(self, id: str) -> None:
+                self.id = id
+                self._messages: list[Message] = []
+
+            def add_message(self, message: MessageLike) -> None:
+                self._messages.append(to_message(message))
+
+            def get_messages(self) -> Sequence[Message]:
+                return tuple(self._messages)
+
+            def clear(self) -> None:
+                self._messages.clear()
+    """
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        ...
+
+    def add_message(self, message: MessageLike) -> None:
+        """Validate and append one message."""
+        ...
+
+    def get_messages(self) -> Sequence[Message]:
+        """The history, oldest first."""
+        ...
+
+    def clear(self) -> None:
+        """Delete the history."""
+        ...
+
+
+@runtime_checkable
+class AsyncSession(Protocol):
+    """:class:`Session` for stores whose I/O is asynchronous: the same members, awaited."""
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        ...
+
+    async def add_message(self, message: MessageLike) -> None:
+        """Validate and append one message."""
+        ...
+
+    async def get_messages(self) -> Sequence[Message]:
+        """The history, oldest first."""
+        ...
+
+    async def clear(self) -> None:
+        """Delete the history."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """One stored conversation, as a store's ``list_sessions()`` reports it."""
+
+    id: str
+    """The session id."""
+    message_count: int
+    """How many messages it holds."""
+    updated_at: datetime | None
+    """When a message was last appended (UTC), when the store records it."""

@@ -75,7 +75,7 @@ def output_spec(schema: Any) -> OutputSpec | None:
 
 
 def _portable_typeddict(schema: Any) -> Any:
-    """Rebuild a ``typing.TypedDict`` as the ``typing_extensions`` kind pydantic needs before 3.12."""
+    """Rebuild a ``typing.TypedDict`` as the ``typing_extensions`` kind pydantic needs (< 3.12)."""
     hints = typing.get_type_hints(schema, include_extras=True)
     required = getattr(schema, "__required_keys__", frozenset(hints))
     fields = {

@@ -6,6 +6,7 @@ The tree::
     ├── UserError                   the SDK was misused: fix the calling code
     ├── ValidationError             a malformed message (also a ValueError)
     ├── MaxTurnsExceeded            a run used all its turns
+    ├── RunTimeoutError             a run did not finish within its time limit (a TimeoutError)
     ├── OutputValidationError       the final reply does not fit the output schema
     ├── ToolError                   raised by a tool: its message goes to the model as the result
     ├── ProviderError               a model call failed
@@ -41,6 +42,7 @@ __all__ = [
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "RunTimeoutError",
     "SchemaVersionError",
     "StoreError",
     "StoreUnavailableError",
@@ -86,6 +88,24 @@ class MaxTurnsExceeded(AnikiError):
             "raise Runner(max_turns=...) or check why the model keeps calling tools"
         )
         self.max_turns = max_turns
+
+
+class RunTimeoutError(AnikiError, TimeoutError):
+    """A run did not finish within the ``timeout`` it was given.
+
+    What the run stored follows the usual rules: ``run`` keeps every completed turn,
+    ``stream`` only the user message.
+
+    Attributes:
+        timeout: the limit, in seconds.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(
+            f"the run did not finish within {timeout:g} s; give it more time with timeout=, "
+            "or lower max_turns"
+        )
+        self.timeout = timeout
 
 
 class OutputValidationError(AnikiError):

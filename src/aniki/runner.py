@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from ._run import session_io
@@ -11,7 +12,7 @@ from ._run.loop import Outcome, RunPlan, execute
 from ._run.streaming import StreamedRun
 from .agent import Agent, Middleware
 from .context import Context
-from .errors import UserError
+from .errors import RunTimeoutError, UserError
 from .messages import Message, MessageLike, to_message
 from .providers.base import ModelSettings, merge_settings
 from .result import RunResult
@@ -36,11 +37,31 @@ class Runner:
             ...
     """
 
-    def __init__(self, *, max_turns: int = 10, middleware: Sequence[Middleware] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        max_turns: int = 10,
+        middleware: Sequence[Middleware] = (),
+        stream_retries: int = 2,
+        retry_backoff: float = 0.5,
+    ) -> None:
+        """
+        Args:
+            max_turns: the most model calls one run may make.
+            middleware: wrapped around every model call, outside the agent's own.
+            stream_retries: how often ``stream`` retries a model stream that broke part-way
+                (the consumer is sent ``StreamRestarted``); failures before a reply began are
+                retried by the provider's client, not here.
+            retry_backoff: seconds before the first stream retry; doubled for each further one.
+        """
         if not isinstance(max_turns, int) or max_turns < 1:
             raise UserError(f"max_turns must be a whole number of at least 1, got {max_turns!r}")
+        if not isinstance(stream_retries, int) or stream_retries < 0:
+            raise UserError(f"stream_retries must be 0 or more, got {stream_retries!r}")
         self.max_turns = max_turns
         self.middleware: tuple[Middleware, ...] = tuple(middleware)
+        self.stream_retries = stream_retries
+        self.retry_backoff = retry_backoff
 
     async def run(
         self,
@@ -50,6 +71,7 @@ class Runner:
         session: Session | AsyncSession | None = None,
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
+        timeout: float | None = None,
     ) -> RunResult:
         """Run ``agent`` on ``message`` until it answers in text; return the result.
 
@@ -59,10 +81,11 @@ class Runner:
             session: the history to use instead of ``agent.session`` for this run.
             context: a :class:`~aniki.Context`, or initial values for a fresh one.
             settings: model settings for this run, over the agent's.
+            timeout: seconds the whole run may take (``RunTimeoutError`` after that).
         """
         plan, user = self._plan(agent, message, session, context, settings, streaming=False)
         await session_io.append(plan.session, [user])
-        outcome = await execute(plan, user, Outcome())
+        outcome = await _within(timeout, execute(plan, user, Outcome()))
         return await _result(plan, outcome)
 
     def run_sync(
@@ -73,6 +96,7 @@ class Runner:
         session: Session | AsyncSession | None = None,
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
+        timeout: float | None = None,
     ) -> RunResult:
         """:meth:`run` for synchronous code (it runs its own event loop)."""
         try:
@@ -84,7 +108,14 @@ class Runner:
                 "run_sync() cannot be called from a running event loop; use await runner.run(...)"
             )
         return asyncio.run(
-            self.run(agent, message=message, session=session, context=context, settings=settings)
+            self.run(
+                agent,
+                message=message,
+                session=session,
+                context=context,
+                settings=settings,
+                timeout=timeout,
+            )
         )
 
     def stream(
@@ -95,6 +126,7 @@ class Runner:
         session: Session | AsyncSession | None = None,
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
+        timeout: float | None = None,
     ) -> StreamedRun:
         """Run ``agent`` on ``message``, yielding events as they happen (a :class:`StreamedRun`)."""
         plan, user = self._plan(agent, message, session, context, settings, streaming=True)
@@ -104,7 +136,7 @@ class Runner:
 
         async def produce(emit: Any) -> Outcome:
             plan.emit = emit
-            return await execute(plan, user, Outcome())
+            return await _within(timeout, execute(plan, user, Outcome()))
 
         async def finish(outcome: Outcome) -> RunResult:
             await session_io.append(plan.session, outcome.pending)
@@ -138,6 +170,8 @@ class Runner:
             middleware=self.middleware + agent.middleware,
             settings=merge_settings(agent.settings, settings),
             streaming=streaming,
+            stream_retries=self.stream_retries,
+            retry_backoff=self.retry_backoff,
         )
         return plan, user
 
@@ -149,6 +183,23 @@ def _user_message(message: str | MessageLike) -> Message:
     if user.role != "user":
         raise UserError(f"message= must be a user message, got role {user.role!r}")
     return user
+
+
+async def _within(timeout: float | None, work: Coroutine[Any, Any, Outcome]) -> Outcome:
+    """Await ``work``, cancelling it after ``timeout`` seconds (``None``: no limit)."""
+    if timeout is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if not done:
+        raise RunTimeoutError(timeout)
+    return task.result()
 
 
 async def _result(plan: RunPlan, outcome: Outcome) -> RunResult:

@@ -15,14 +15,22 @@ between the two can never leave a tool call unanswered in the stored history.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..context import Context
-from ..errors import AnikiError, MaxTurnsExceeded, ProviderError, StreamInterruptedError
+from ..errors import (
+    AnikiError,
+    MaxTurnsExceeded,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    StreamInterruptedError,
+)
 from ..errors import ValidationError as MessageValidationError
-from ..events import StreamEvent, TextDelta, ToolCallCompleted, ToolCallStarted
+from ..events import StreamEvent, StreamRestarted, TextDelta, ToolCallCompleted, ToolCallStarted
 from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider
 from ..usage import Usage
@@ -49,6 +57,8 @@ class RunPlan:
     middleware: tuple[Middleware, ...]
     settings: ModelSettings
     streaming: bool
+    stream_retries: int = 2
+    retry_backoff: float = 0.5
     emit: Emit | None = None
 
 
@@ -151,8 +161,36 @@ def _bind(middleware: Middleware, context: Context, call_next: CallNext) -> Call
 
 
 async def _stream_response(plan: RunPlan, request: ModelRequest) -> ModelResponse:
+    """Stream one reply; a stream that breaks part-way is retried with a fresh stream.
+
+    Only breaks the vendor client cannot retry itself are retried here (an interrupted
+    stream, or a connection lost after the reply began), so the two never multiply.
+    """
+    attempt = 0
+    while True:
+        received = [False]
+        try:
+            return await _stream_once(plan, request, received)
+        except (StreamInterruptedError, ProviderConnectionError, ProviderTimeoutError) as exc:
+            if attempt >= plan.stream_retries or not (
+                isinstance(exc, StreamInterruptedError) or received[0]
+            ):
+                raise
+            attempt += 1
+            if plan.emit is not None:
+                plan.emit(StreamRestarted(f"{type(exc).__name__}: {exc}"))
+            await asyncio.sleep(_backoff(plan.retry_backoff, attempt))
+
+
+def _backoff(base: float, attempt: int) -> float:
+    delay: float = min(base * 2 ** (attempt - 1), 8.0)
+    return delay * random.uniform(0.8, 1.2)
+
+
+async def _stream_once(plan: RunPlan, request: ModelRequest, received: list[bool]) -> ModelResponse:
     response: ModelResponse | None = None
     async for item in plan.provider.stream(request):
+        received[0] = True
         if isinstance(item, TextDelta):
             if response is not None:
                 raise StreamInterruptedError("the provider sent text after its final reply")

@@ -6,10 +6,14 @@ vendor packages are needed only when used.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import ModelRequest, ModelResponse, ModelSettings, Provider, ToolDefinition
 from .registry import available_providers, get_provider, register_provider
+
+if TYPE_CHECKING:
+    from .anthropic import AnthropicProvider
+    from .openai import OpenAIProvider
 
 __all__ = [
     "AnthropicProvider",

@@ -1,0 +1,289 @@
+"""Turning a vendor client's failures into aniki errors, once for every provider.
+
+The vendor clients (``openai``, ``anthropic``) raise their own exception trees. Each provider
+calls :func:`translate` at its boundary, so callers only ever see :class:`~aniki.ProviderError`
+and its subclasses, with the vendor's exception kept as ``__cause__``:
+
+=====================================  ==========================================
+what happened                           aniki error
+=====================================  ==========================================
+no API key configured                   ``AuthenticationError`` (names the env var)
+HTTP 401, 403                           ``AuthenticationError`` (names the env var)
+HTTP 429                                ``RateLimitError`` (``retry_after`` set)
+HTTP 408, client-side timeout           ``ProviderTimeoutError``
+refused / reset / DNS failure           ``ProviderConnectionError``
+HTTP 4xx naming the context length      ``ContextWindowExceededError``
+any other HTTP 4xx                      ``BadRequestError``
+HTTP 5xx, anything else                 ``ProviderError``
+a stream that broke part-way            ``StreamInterruptedError``
+=====================================  ==========================================
+
+The API key never appears in an error: messages are composed here, and the server's own
+text and body are scrubbed of the key in case a server echoes it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import (
+    AuthenticationError,
+    BadRequestError,
+    ContextWindowExceededError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+    StreamInterruptedError,
+    UserError,
+)
+
+__all__ = [
+    "ErrorContext",
+    "VendorErrors",
+    "client_build_error",
+    "context_window_exceeded",
+    "error_for_status",
+    "missing_key_error",
+    "parse_retry_after",
+    "redact",
+    "server_message",
+    "stream_interrupted",
+    "translate",
+]
+
+_REDACTED = "***"
+
+# Phrases the vendors and the common compatible servers use when a prompt does not fit:
+# OpenAI and vLLM ("maximum context length", code context_length_exceeded), llama.cpp
+# ("exceeds the available context size", type exceed_context_size_error), Anthropic
+# ("prompt is too long", "exceed context limit"), LM Studio ("context ... overflows").
+_CONTEXT_PATTERNS = re.compile(
+    r"context[_ ]length[_ ]exceeded"
+    r"|maximum context length"
+    r"|exceed(?:s|ed)?[_ ](?:the )?(?:available |model'?s? )?context"
+    r"|context (?:window|length|limit|size)[^.]{0,60}?(?:exceed|overflow)"
+    r"|context (?:the )?overflows"
+    r"|prompt is too long"
+    r"|too many tokens in (?:the )?(?:prompt|context)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorContext:
+    """Who failed, so that errors can say what to do next."""
+
+    provider: str
+    """The provider's registry name (``"openai"``, ``"anthropic"``)."""
+    env_var: str
+    """The environment variable the API key is read from."""
+    base_url: str
+    """Where requests go (without credentials), for connection errors."""
+    secret: str | None = None
+    """The API key, scrubbed from every message and body."""
+
+
+@dataclass(frozen=True, slots=True)
+class VendorErrors:
+    """A vendor client's exception classes, so that :func:`translate` needs no import."""
+
+    base: type[BaseException]
+    """The root of the client's exceptions."""
+    status: type[BaseException]
+    """Raised for an HTTP error status; has ``status_code``, ``response`` and ``body``."""
+    timeout: type[BaseException]
+    """Raised when a request timed out (a subclass of ``connection``)."""
+    connection: type[BaseException]
+    """Raised when the server could not be reached."""
+
+
+def redact(value: Any, secret: str | None) -> Any:
+    """``value`` with every occurrence of ``secret`` replaced, looking into dicts and lists."""
+    if not secret:
+        return value
+    if isinstance(value, str):
+        return value.replace(secret, _REDACTED)
+    if isinstance(value, Mapping):
+        return {key: redact(item, secret) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(item, secret) for item in value]
+    return value
+
+
+def server_message(body: Any) -> str | None:
+    """The human-readable text of an error body, in either vendor's shape."""
+    node = body
+    for _ in range(2):  # {"error": {"message": ...}} or {"message": ...}
+        if isinstance(node, Mapping):
+            message = node.get("message")
+            if isinstance(message, str) and message:
+                return message
+            node = node.get("error")
+        elif isinstance(node, str) and node.strip():
+            return node.strip()[:500]
+    return None
+
+
+def _body_codes(body: Any) -> list[str]:
+    """The machine-readable codes and types an error body carries, at any of its levels."""
+    codes: list[str] = []
+    node = body
+    for _ in range(2):
+        if not isinstance(node, Mapping):
+            break
+        codes += [str(node[key]) for key in ("code", "type") if node.get(key) is not None]
+        node = node.get("error")
+    return codes
+
+
+def context_window_exceeded(body: Any, message: str | None = None) -> bool:
+    """Whether an error body (or message) says the request does not fit the context window."""
+    texts = [*_body_codes(body), server_message(body) or "", message or ""]
+    return any(_CONTEXT_PATTERNS.search(text) for text in texts if text)
+
+
+def parse_retry_after(
+    headers: Mapping[str, str] | None, *, now: float | None = None
+) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    lowered = {key.lower(): value for key, value in headers.items()}
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        raw = lowered.get(name)
+        if raw is None:
+            continue
+        try:
+            seconds = float(raw) / scale
+        except ValueError:
+            continue
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    parsed = email.utils.parsedate_tz(raw)
+    if parsed is None:
+        return None
+    return max(0.0, email.utils.mktime_tz(parsed) - (time.time() if now is None else now))
+
+
+def missing_key_error(ctx: ErrorContext, *, hint: str = "") -> AuthenticationError:
+    """The error for a provider that has no API key at all (raised before any request)."""
+    return AuthenticationError(
+        f"{ctx.provider}: no API key: set the {ctx.env_var} environment variable or pass "
+        f"api_key=...{hint}",
+        env_var=ctx.env_var,
+        provider=ctx.provider,
+    )
+
+
+def client_build_error(exc: BaseException, ctx: ErrorContext) -> UserError:
+    """The error for options the vendor client refused when it was being built."""
+    return UserError(
+        f"{ctx.provider}: the client could not be built with these options: "
+        f"{redact(str(exc), ctx.secret)}"
+    )
+
+
+def error_for_status(
+    status: int,
+    body: Any,
+    *,
+    headers: Mapping[str, str] | None,
+    ctx: ErrorContext,
+) -> ProviderError:
+    """The aniki error for an HTTP error status, with the server's explanation in it."""
+    body = redact(body, ctx.secret)
+    said = server_message(body)
+    detail = f": {said}" if said else ""
+    fields: dict[str, Any] = {"provider": ctx.provider, "status_code": status, "body": body}
+    where = f"{ctx.provider} answered HTTP {status}{detail}"
+    if status in (401, 403):
+        return AuthenticationError(
+            f"{where}. The API key was rejected: check {ctx.env_var} (or the api_key= you "
+            "passed) and that the key may use this model",
+            env_var=ctx.env_var,
+            **fields,
+        )
+    if status == 429:
+        retry_after = parse_retry_after(headers)
+        wait = f" (it asked to wait {retry_after:g}s)" if retry_after is not None else ""
+        return RateLimitError(
+            f"{where}{wait}. Rate limited after the client's retries: slow down, raise "
+            "max_retries=, or check the account's quota",
+            retry_after=retry_after,
+            **fields,
+        )
+    if status == 408:
+        return ProviderTimeoutError(f"{where}. The server timed out the request", **fields)
+    if 400 <= status < 500:
+        if context_window_exceeded(body):
+            return ContextWindowExceededError(
+                f"{where}. The conversation is longer than the model's context window: keep "
+                "less history (TokenBudgetSession, SummarizingSession) or use a larger model",
+                **fields,
+            )
+        return BadRequestError(f"{where}. The request was rejected as invalid", **fields)
+    if status >= 500:
+        return ProviderError(
+            f"{where}. The server failed after the client's retries; try again later",
+            **fields,
+        )
+    return ProviderError(where, **fields)
+
+
+def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    return headers if isinstance(headers, Mapping) else None
+
+
+def translate(exc: BaseException, ctx: ErrorContext, vendor: VendorErrors) -> ProviderError:
+    """The aniki error for an exception a vendor client raised (``raise ... from exc``)."""
+    if isinstance(exc, vendor.status):
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int):
+            return error_for_status(
+                status, getattr(exc, "body", None), headers=_headers_of(exc), ctx=ctx
+            )
+    if isinstance(exc, vendor.timeout):
+        return ProviderTimeoutError(
+            f"{ctx.provider}: no answer from {ctx.base_url} in time (after the client's "
+            "retries); raise timeout= or check the server's load",
+            provider=ctx.provider,
+        )
+    if isinstance(exc, vendor.connection):
+        cause = exc.__cause__ or exc.__context__
+        reason = f" ({redact(str(cause), ctx.secret)})" if cause and str(cause) else ""
+        return ProviderConnectionError(
+            f"{ctx.provider}: could not connect to {ctx.base_url}{reason}; check base_url= "
+            "and that the server is running and reachable",
+            provider=ctx.provider,
+        )
+    body = redact(getattr(exc, "body", None), ctx.secret)
+    text = redact(str(exc), ctx.secret)
+    return ProviderError(
+        f"{ctx.provider}: the model call failed: {type(exc).__name__}: {text}",
+        provider=ctx.provider,
+        body=body,
+    )
+
+
+def stream_interrupted(
+    reason: str, ctx: ErrorContext, *, body: Any = None, status_code: int | None = None
+) -> StreamInterruptedError:
+    """The error for a streamed reply that broke off before the provider finished it."""
+    return StreamInterruptedError(
+        f"{ctx.provider}: the streamed reply broke off part-way ({redact(reason, ctx.secret)}); "
+        "its partial text is void. Retry the call",
+        provider=ctx.provider,
+        status_code=status_code,
+        body=redact(body, ctx.secret),
+    )

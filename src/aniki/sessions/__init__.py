@@ -1,13 +1,73 @@
-"""Where conversation history lives: the session protocols, the stores, and history policies."""
+"""Where conversation history lives: the session protocols, the stores, and history policies.
+
+Stores whose driver is an optional extra (Redis, PostgreSQL) are imported on first access,
+so ``import aniki`` never imports ``redis`` or ``psycopg``.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._codec import Durability
+from ._summary import Summary
 from .base import AsyncSession, Session, SessionInfo
+from .budget import TokenBudgetSession
+from .encrypted import DecryptionError, EncryptedSession
+from .file import FileSession, FileStore
 from .memory import InMemorySession
+from .sqlite import SQLiteSession, SQLiteStore
+from .summarizing import SummarizingSession
+from .url import list_sessions, open_session
+from .windowed import WindowedSession
+
+if TYPE_CHECKING:
+    from .postgres import AsyncPostgresSession, PostgresSession
+    from .redis import AsyncRedisSession, RedisSession
 
 __all__ = [
+    "AsyncPostgresSession",
+    "AsyncRedisSession",
     "AsyncSession",
+    "DecryptionError",
+    "Durability",
+    "EncryptedSession",
+    "FileSession",
+    "FileStore",
     "InMemorySession",
+    "PostgresSession",
+    "RedisSession",
+    "SQLiteSession",
+    "SQLiteStore",
     "Session",
     "SessionInfo",
+    "SummarizingSession",
+    "Summary",
+    "TokenBudgetSession",
+    "WindowedSession",
+    "list_sessions",
+    "open_session",
 ]
+
+# --- lazily imported stores ----------------------------------------------------------------
+# Public name -> the submodule defining it. A store with an optional dependency adds its
+# names here (and to __all__ and the TYPE_CHECKING block above), never as an eager import.
+_LAZY: dict[str, str] = {
+    "AsyncPostgresSession": ".postgres",
+    "AsyncRedisSession": ".redis",
+    "PostgresSession": ".postgres",
+    "RedisSession": ".redis",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

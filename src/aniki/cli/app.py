@@ -1,0 +1,28 @@
+"""The ``aniki`` command group."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .chat import chat
+from .demo import demo
+from .sessions_cmd import sessions
+
+__all__ = ["cli"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="aniki")
+def cli() -> None:
+    """aniki: LLM agents with managed, persistent memory.
+
+    \b
+    Exit codes: 0 done, 1 an operation failed (store, provider, missing session),
+    2 the command was misused (bad option or URL, no provider configured), 130 interrupted.
+    """
+
+
+cli.add_command(chat)
+cli.add_command(demo)
+cli.add_command(sessions)

@@ -1,0 +1,250 @@
+"""``aniki chat``: an interactive, streamed conversation kept in a store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from ..agent import Agent
+from ..errors import AnikiError, AuthenticationError, StoreError
+from ..events import StreamRestarted, TextDelta, ToolCallStarted
+from ..messages import Message
+from ..providers.base import Provider
+from ..runner import Runner
+from ..tokens import count_tokens
+from ..usage import Usage
+from ._common import EXIT_USAGE, console, default_store_url, fail, handle_errors
+from ._stores import open_store_session
+
+__all__ = ["chat", "resolve_provider"]
+
+DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
+
+NO_PROVIDER_HINT = """\
+Configure one of:
+  export OPENAI_API_KEY=...                  OpenAI (then: aniki chat)
+  export ANTHROPIC_API_KEY=...               Anthropic (then: aniki chat --provider anthropic)
+  aniki chat --base-url http://127.0.0.1:11434/v1 --model llama3.2
+                                             a local OpenAI-compatible server
+                                             (Ollama, vLLM, llama.cpp, LM Studio)
+Or run `aniki demo`: an offline tour that needs no key and no server."""
+
+HELP = """\
+/history  show the conversation so far
+/tokens   tokens stored, tokens sent per turn, and the last reply's usage
+/clear    delete this session's history
+/exit     leave (Ctrl-D works too); Ctrl-C stops a reply in progress"""
+
+
+def resolve_provider(name: str | None, base_url: str | None) -> tuple[str, Provider]:
+    """The provider the user configured, or exit with instructions when there is none."""
+    if name is None:
+        if base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+            name = "openai"
+        elif os.environ.get("ANTHROPIC_API_KEY"):
+            name = "anthropic"
+        else:
+            fail("no model provider is configured.", code=EXIT_USAGE, hint=NO_PROVIDER_HINT)
+            raise AssertionError("unreachable")
+    if name == "openai":
+        from ..providers.openai import OpenAIProvider
+
+        configured = (
+            base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
+        )
+        if not configured:
+            fail("OPENAI_API_KEY is not set.", code=EXIT_USAGE, hint=NO_PROVIDER_HINT)
+        key = os.environ.get("OPENAI_API_KEY") or ("none" if base_url else None)
+        return name, OpenAIProvider(api_key=key, base_url=base_url)
+    if name == "anthropic":
+        from ..providers.anthropic import AnthropicProvider
+
+        if base_url is None and not os.environ.get("ANTHROPIC_API_KEY"):
+            fail("ANTHROPIC_API_KEY is not set.", code=EXIT_USAGE, hint=NO_PROVIDER_HINT)
+        return name, AnthropicProvider(base_url=base_url)
+    from ..providers.registry import get_provider
+
+    return name, get_provider(name)
+
+
+@click.command()
+@click.option(
+    "--session",
+    "session_id",
+    default="default",
+    show_default=True,
+    help="The conversation to open or resume.",
+)
+@click.option(
+    "--store",
+    default=None,
+    metavar="URL",
+    help="Where conversations live (default: $ANIKI_STORE or the embedded SQLite store).",
+)
+@click.option(
+    "--provider",
+    "provider_name",
+    default=None,
+    help="openai, anthropic, or another registered name (default: from the environment).",
+)
+@click.option("--model", default=None, help="The model name.")
+@click.option("--base-url", default=None, help="An OpenAI-compatible server's API root.")
+@click.option(
+    "--system", default="You are a helpful assistant.", show_default=True, help="The system prompt."
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Send only the most recent N messages.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Send only the most recent messages that fit N tokens.",
+)
+@handle_errors
+def chat(
+    session_id: str,
+    store: str | None,
+    provider_name: str | None,
+    model: str | None,
+    base_url: str | None,
+    system: str,
+    window: int | None,
+    max_tokens: int | None,
+) -> None:
+    """Talk with a model; the conversation is kept and resumed by --session."""
+    if window is not None and max_tokens is not None:
+        fail("--window and --max-tokens exclude each other; pick one", code=EXIT_USAGE)
+    url = store or default_store_url()
+    name, provider = resolve_provider(provider_name, base_url)
+    model = model or DEFAULT_MODELS.get(name)
+    if model is None:
+        fail(f"pass --model: provider {name!r} has no default model", code=EXIT_USAGE)
+    stored = open_store_session(url, session_id)
+    session: Any = stored
+    if window is not None:
+        from ..sessions.windowed import WindowedSession
+
+        session = WindowedSession(stored, window)
+    elif max_tokens is not None:
+        from ..sessions.budget import TokenBudgetSession
+
+        session = TokenBudgetSession(stored, max_tokens, model=model)
+    agent = Agent("chat", system, model=str(model), provider=provider, session=session)
+    _Chat(agent, stored, session, url).loop()
+
+
+class _Chat:
+    def __init__(self, agent: Agent, stored: Any, view: Any, url: str) -> None:
+        self.agent = agent
+        self.stored = stored
+        self.view = view
+        self.url = url
+        self.runner = Runner()
+        self.last_usage: Usage | None = None
+        self.loop_ = asyncio.new_event_loop()
+
+    def loop(self) -> None:
+        count = len(self.stored.get_messages())
+        console.print(
+            f"[bold]aniki chat[/] · session [cyan]{self.stored.id}[/] in {self.url} · "
+            f"model {self.agent.model} · {count} earlier messages · /help for commands"
+        )
+        try:
+            while True:
+                try:
+                    line = console.input("[bold cyan]you>[/] ")
+                except EOFError:
+                    console.print()
+                    return
+                except KeyboardInterrupt:
+                    console.print()
+                    return
+                text = line.strip()
+                if not text:
+                    continue
+                if text.startswith("/"):
+                    if not self.command(text):
+                        return
+                    continue
+                self.turn(text)
+        finally:
+            self.loop_.close()
+
+    def command(self, text: str) -> bool:
+        name = text.split()[0].lower()
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/history":
+            from .sessions_cmd import _print_message
+
+            for message in self.stored.get_messages():
+                _print_message(message)
+        elif name == "/clear":
+            self.stored.clear()
+            console.print("history cleared")
+        elif name == "/tokens":
+            self.tokens()
+        elif name == "/help":
+            console.print(HELP)
+        else:
+            console.print(f"unknown command {name}; /help lists them")
+        return True
+
+    def tokens(self) -> None:
+        everything: Sequence[Message] = self.stored.get_messages()
+        sent: Sequence[Message] = self.view.get_messages()
+        model = self.agent.model
+        console.print(
+            f"stored: {len(everything)} messages, ~{count_tokens(everything, model):,} tokens"
+        )
+        console.print(f"sent per turn: {len(sent)} messages, ~{count_tokens(sent, model):,} tokens")
+        if self.last_usage is not None:
+            used = self.last_usage
+            console.print(
+                f"last reply: {used.input_tokens} tokens in, {used.output_tokens} out, "
+                f"{used.requests} model calls"
+            )
+
+    def turn(self, text: str) -> None:
+        task = self.loop_.create_task(self._stream(text))
+        interrupted = False
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            self.loop_.add_signal_handler(signal.SIGINT, task.cancel)
+        try:
+            self.loop_.run_until_complete(task)
+        except asyncio.CancelledError:
+            interrupted = True
+        except (AuthenticationError, StoreError):
+            raise
+        except AnikiError as exc:
+            # A failed reply (rate limit, timeout, broken stream) ends this turn, not the chat.
+            console.print(f"\n[bold red]error:[/] {exc}")
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                self.loop_.remove_signal_handler(signal.SIGINT)
+        if interrupted:
+            console.print("\n[yellow]reply stopped; only your message was kept[/]")
+
+    async def _stream(self, text: str) -> None:
+        console.print("[bold green]assistant>[/] ", end="")
+        async with self.runner.stream(self.agent, message=text) as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    console.print(event.text, end="", markup=False, soft_wrap=True)
+                elif isinstance(event, ToolCallStarted):
+                    console.print(f"[dim]\\[tool {event.tool_call.name}][/] ", end="")
+                elif isinstance(event, StreamRestarted):
+                    console.print(f"\n[yellow]stream broke ({event.reason}); retrying[/]\n", end="")
+        console.print()
+        if stream.result is not None:
+            self.last_usage = stream.result.usage

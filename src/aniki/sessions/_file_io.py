@@ -1,0 +1,129 @@
+"""File helpers for :mod:`aniki.sessions.file`: locks, whole writes, torn tails, meta files."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptStoreError, UserError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "end_of_records",
+    "flock",
+    "fsync_directory",
+    "lock",
+    "read_meta",
+    "replace_file",
+    "require_locks",
+    "unlock",
+    "write_at",
+]
+
+
+def require_locks() -> None:
+    """Raise :class:`~aniki.UserError` where POSIX file locks are missing (Windows)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        raise UserError("FileSession needs POSIX file locks; on Windows use SQLiteSession")
+
+
+def lock(fd: int, *, exclusive: bool) -> None:
+    """Take a shared or exclusive ``flock`` on ``fd`` (waits for it)."""
+    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+
+def unlock(fd: int) -> None:
+    """Release the ``flock`` on ``fd``."""
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+@contextmanager
+def flock(fd: int, *, exclusive: bool) -> Iterator[None]:
+    """Hold a shared or exclusive ``flock`` on ``fd`` (waits for it)."""
+    lock(fd, exclusive=exclusive)
+    try:
+        yield
+    finally:
+        unlock(fd)
+
+
+def end_of_records(fd: int, start: int) -> int:
+    """Where the next record goes: the end of the last complete line (a torn one is cut)."""
+    size = os.fstat(fd).st_size
+    if size <= start or os.pread(fd, 1, size - 1) == b"\n":
+        return max(size, start)
+    position = size
+    while position > start:
+        chunk_start = max(start, position - 65536)
+        newline = os.pread(fd, position - chunk_start, chunk_start).rfind(b"\n")
+        if newline >= 0:
+            position = chunk_start + newline + 1
+            break
+        position = chunk_start
+    os.ftruncate(fd, position)
+    return position
+
+
+def write_at(fd: int, data: bytes, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` (normally one call); on failure cut it off again."""
+    view = memoryview(data)
+    position = offset
+    try:
+        while view:
+            written = os.pwrite(fd, view, position)
+            view, position = view[written:], position + written
+    except BaseException:
+        with suppress(OSError):
+            os.ftruncate(fd, offset)
+        raise
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a file's creation or rename in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_meta(path: Path, generation: int, *, store: str) -> dict[str, Any]:
+    """The derived-state values in the meta file ``path`` for ``generation`` (stale: none)."""
+    try:
+        document = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise CorruptStoreError(
+            f"the meta file {path.name} is not valid JSON", store=store
+        ) from exc
+    if not isinstance(document, dict) or not isinstance(document.get("values"), dict):
+        raise CorruptStoreError(f"the meta file {path.name} is not an aniki meta file", store=store)
+    # Written before a clear() that died before deleting it: stale.
+    values: dict[str, Any] = document["values"]
+    return values if document.get("generation") == generation else {}
+
+
+def replace_file(path: Path, data: bytes, *, durable: bool) -> None:
+    """Replace ``path`` with ``data`` atomically (a temporary file, then a rename)."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with temporary.open("wb") as file:
+            file.write(data)
+            if durable:
+                file.flush()
+                os.fsync(file.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    if durable:
+        fsync_directory(path.parent)

@@ -1,0 +1,52 @@
+"""``HistoryCache``: the history a server-backed session instance has already read.
+
+A store tags what it returns with a *generation* (a value that changes whenever the session
+is cleared) and a *position* (how far this instance has read: a count, or the last sequence
+number). The next read asks the server only for what lies past the position, and starts over
+when the generation changed, so a long conversation costs O(new messages) per read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+from ..messages import Message
+
+__all__ = ["HistoryCache"]
+
+G = TypeVar("G")
+
+
+class HistoryCache(Generic[G]):
+    """Messages read so far, their generation and the position reached."""
+
+    __slots__ = ("_messages", "_snapshot", "generation", "position")
+
+    def __init__(self) -> None:
+        self.generation: G | None = None
+        """The generation the messages were read under; ``None`` when nothing is cached."""
+        self.position = 0
+        """Where the next read starts (exclusive), in the store's own terms."""
+        self._messages: list[Message] = []
+        self._snapshot: tuple[Message, ...] | None = ()
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def reset(self, generation: G | None = None) -> None:
+        """Forget everything (a clear, or a generation this instance has not seen)."""
+        self.generation, self.position = generation, 0
+        self._messages, self._snapshot = [], ()
+
+    def extend(self, messages: Iterable[Message], position: int) -> None:
+        """Add what was read (or written) past :attr:`position`, which moves to ``position``."""
+        self._messages.extend(messages)
+        self.position = position
+        self._snapshot = None  # rebuilt by the next view, not on every append
+
+    def view(self, limit: int | None = None) -> tuple[Message, ...]:
+        """The cached history as an immutable snapshot; with ``limit``, its last ``limit``."""
+        if self._snapshot is None:
+            self._snapshot = tuple(self._messages)
+        return self._snapshot if limit is None else self._snapshot[-limit:]

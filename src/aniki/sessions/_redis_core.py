@@ -1,0 +1,379 @@
+"""What ``RedisSession`` and ``AsyncRedisSession`` share, without I/O.
+
+One session keeps four keys. The id sits between braces so that, on a Redis Cluster, all
+four hash to one slot and a script may touch them together::
+
+    {prefix}{<id>}:msgs     list   one JSON text per message, oldest first
+    {prefix}{<id>}:info     hash   gen (a random token, new after every clear),
+                                   v (schema version), updated (unix time of the last append)
+    {prefix}{<id>}:meta     hash   derived state: one JSON text per key
+    {prefix}{<id>}:batches  zset   tokens of the last 32 appends, so a resent one is not
+                                   applied twice
+
+Every operation is one Lua script, so it is atomic and takes one round trip. Each script first
+checks that the keys hold what aniki writes (else :class:`~aniki.CorruptStoreError`) and that the
+schema version is not newer than this aniki's (else :class:`~aniki.SchemaVersionError`), so a
+refused write never changes anything.
+
+Reads are incremental: a session instance caches the history it has read with the ``gen`` token
+it read it under; the read script returns only the messages past the cached count when the token
+still matches, and the whole list when another process cleared the session in between.
+
+An operation is a generator (a *flow*) that yields :class:`Eval` or :class:`Pipeline` steps and
+receives their replies; the sync and async classes only run the steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+import uuid
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+from ..errors import (
+    CorruptStoreError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailableError,
+    UserError,
+)
+from ..messages import Message
+from ._codec import (
+    SCHEMA_VERSION,
+    check_meta_key,
+    check_session_id,
+    decode_message,
+    decode_meta,
+    encode_message,
+    encode_meta,
+    redact,
+)
+from ._history_cache import HistoryCache
+from .base import SessionInfo
+
+__all__ = ["DEFAULT_URL", "Eval", "Flow", "Pipeline", "RedisCore", "import_redis", "translate"]
+
+DEFAULT_URL = "redis://localhost:6379/0"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script, run by its SHA-1 digest once the server has it."""
+
+    source: str
+    """The Lua text."""
+    sha: str
+    """Its SHA-1 digest, as EVALSHA wants it."""
+
+    @classmethod
+    def of(cls, body: str) -> Script:
+        source = _PRELUDE + body
+        return cls(source, hashlib.sha1(source.encode()).hexdigest())
+
+
+@dataclass(frozen=True, slots=True)
+class Eval:
+    """A step: run ``script`` over ``keys`` with ``args``."""
+
+    script: Script
+    """The script."""
+    keys: tuple[bytes, ...]
+    """KEYS: the session's msgs, info and meta keys."""
+    args: tuple[bytes | str | int, ...]
+    """ARGV; the first is always the schema version."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """A step: send plain commands in one round trip (not a transaction)."""
+
+    commands: tuple[tuple[Any, ...], ...]
+    """Each command with its arguments."""
+
+
+Flow = Generator["Eval | Pipeline", Any, T]
+"""An operation: yields steps, receives each step's reply, returns the result."""
+
+# KEYS: msgs, info, meta, batches. ARGV[1]: the schema version. Returns early with {-2, key}
+# when a key holds another type and {-1, version} when the data is newer, before any write.
+_PRELUDE = """
+local kinds = {'list', 'hash', 'hash', 'zset'}
+for i = 1, #KEYS do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  if kind ~= 'none' and kind ~= kinds[i] then return {-2, KEYS[i], kind} end
+end
+local stored = redis.call('HGET', KEYS[2], 'v')
+if stored then
+  local version = tonumber(stored)
+  if not version then return {-2, KEYS[2], 'hash'} end
+  if version > tonumber(ARGV[1]) then return {-1, stored} end
+end
+local function refresh(ttl)
+  if ttl > 0 then
+    for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+  end
+end
+"""
+
+# ARGV: version, token (unique to this call), now, ttl ms, records... The token becomes the gen
+# of a new session, and is remembered among the last 32 batches: redis-py resends a command
+# after a timeout or a dropped connection, and a batch the server already applied must not be
+# appended twice.
+_APPEND = Script.of("""
+if redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+  return {0, redis.call('LLEN', KEYS[1]), redis.call('HGET', KEYS[2], 'gen')}
+end
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
+redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -33)
+redis.call('HSETNX', KEYS[2], 'gen', ARGV[2])
+redis.call('HSET', KEYS[2], 'v', ARGV[1], 'updated', ARGV[3])
+for first = 5, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + 999, #ARGV)))
+end
+refresh(tonumber(ARGV[4]))
+return {0, redis.call('LLEN', KEYS[1]), redis.call('HGET', KEYS[2], 'gen')}
+""")
+
+# ARGV: version, cached gen, cached count. Only the messages past the cached count when the
+# gen still matches (nothing was cleared since); otherwise all of them.
+_READ = Script.of("""
+local gen = redis.call('HGET', KEYS[2], 'gen') or ''
+local count = redis.call('LLEN', KEYS[1])
+local start = 0
+if gen ~= '' and gen == ARGV[2] and tonumber(ARGV[3]) <= count then start = tonumber(ARGV[3]) end
+return {0, gen, start, redis.call('LRANGE', KEYS[1], start, -1)}
+""")
+
+_CLEAR = Script.of("""
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return {0}
+""")
+
+# ARGV: version, key. JSON text is never empty, so '' means "absent".
+_GET_META = Script.of("""
+return {0, redis.call('HGET', KEYS[3], ARGV[2]) or ''}
+""")
+
+# ARGV: version, ttl ms, key, value ('' deletes).
+_SET_META = Script.of("""
+if ARGV[4] == '' then
+  redis.call('HDEL', KEYS[3], ARGV[3])
+else
+  redis.call('HSET', KEYS[2], 'v', ARGV[1])
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+end
+refresh(tonumber(ARGV[2]))
+return {0}
+""")
+
+_GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
+_INFO_SUFFIX = b"}:info"
+_EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _ttl_ms(ttl: float | timedelta | None) -> int:
+    if ttl is None:
+        return 0
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise UserError(f"ttl must be a positive number of seconds or a timedelta, got {ttl!r}")
+    return max(1, math.ceil(seconds * 1000))
+
+
+class RedisCore:
+    """The state and pure logic of one Redis session: keys, cache, and the flow of each call."""
+
+    def __init__(
+        self, session_id: str, *, store: str, prefix: str, ttl: float | timedelta | None
+    ) -> None:
+        self.id = check_session_id(session_id)
+        if not isinstance(prefix, str):
+            raise UserError(f"prefix must be a string, got {type(prefix).__name__}")
+        self.store = store
+        self.prefix = prefix.encode("utf-8")
+        self.ttl_ms = _ttl_ms(ttl)
+        base = self.prefix + b"{" + self.id.encode("utf-8")
+        self.keys = (base + b"}:msgs", base + b"}:info", base + b"}:meta", base + b"}:batches")
+        self._cache: HistoryCache[str] = HistoryCache()  # position = messages read
+
+    # --- flows -----------------------------------------------------------------------
+
+    def append(self, messages: Sequence[Message]) -> Flow[None]:
+        if not messages:
+            return
+        records = [encode_message(m) for m in messages]
+        args: tuple[str | int, ...] = (
+            SCHEMA_VERSION,
+            uuid.uuid4().hex,
+            repr(time.time()),
+            self.ttl_ms,
+            *records,
+        )
+        reply = yield Eval(_APPEND, self.keys, args)
+        self._check(reply)
+        count, gen = int(reply[1]), _text(reply[2])
+        # Extend the cache only when our batch sits right after it; otherwise the next read
+        # fetches whatever another writer added in between.
+        cache = self._cache
+        if cache.generation in (None, gen) and cache.position + len(messages) == count:
+            cache.generation = gen
+            cache.extend(messages, count)
+
+    def read(self, limit: int | None) -> Flow[tuple[Message, ...]]:
+        if limit is not None and limit <= 0:
+            return ()
+        cache = self._cache
+        args = (SCHEMA_VERSION, cache.generation or "", cache.position)
+        reply = yield Eval(_READ, self.keys, args)
+        self._check(reply)
+        gen, start, records = _text(reply[1]) or None, int(reply[2]), reply[3]
+        if start == 0:  # the whole list came back: a first read, or cleared since
+            cache.reset(gen)
+        if records:
+            decoded = [decode_message(r, store=self.store) for r in records]
+            cache.extend(decoded, start + len(decoded))
+        return cache.view(limit)
+
+    def clear(self) -> Flow[None]:
+        self._check((yield Eval(_CLEAR, self.keys, (SCHEMA_VERSION,))))
+        self._cache.reset()
+
+    def get_meta(self, key: str) -> Flow[Any]:
+        reply = yield Eval(_GET_META, self.keys, (SCHEMA_VERSION, check_meta_key(key)))
+        self._check(reply)
+        return decode_meta(reply[1], store=self.store) if reply[1] else None
+
+    def set_meta(self, key: str, value: Any) -> Flow[None]:
+        check_meta_key(key)
+        text = "" if value is None else encode_meta(key, value)
+        reply = yield Eval(_SET_META, self.keys, (SCHEMA_VERSION, self.ttl_ms, key, text))
+        self._check(reply)
+
+    def list_sessions(self) -> Flow[list[SessionInfo]]:
+        pattern = _GLOB_SPECIAL.sub(rb"\\\1", self.prefix) + b"{*" + _INFO_SUFFIX
+        start, cursor = len(self.prefix) + 1, 0
+        ids: set[str] = set()
+        while True:
+            ((cursor, keys),) = yield Pipeline((("SCAN", cursor, "MATCH", pattern, "COUNT", 1000),))
+            ids.update(filter(None, (_id_of(key, start) for key in keys)))
+            if int(cursor) == 0:
+                break
+        ordered = sorted(ids)  # ties in updated_at keep id order (the sort is stable)
+        commands: list[tuple[Any, ...]] = []
+        for session_id in ordered:
+            base = self.prefix + b"{" + session_id.encode("utf-8")
+            commands += [("LLEN", base + b"}:msgs"), ("HGET", base + b"}:info", "updated")]
+        replies = (yield Pipeline(tuple(commands))) if commands else []
+        found = [
+            SessionInfo(session_id, int(count), _timestamp(updated))
+            for session_id, count, updated in zip(ordered, replies[::2], replies[1::2], strict=True)
+            if int(count) > 0
+        ]
+        found.sort(key=lambda info: info.updated_at or _EPOCH, reverse=True)
+        return found
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def _check(self, reply: Sequence[Any]) -> None:
+        status = int(reply[0])
+        if status == -1:
+            raise SchemaVersionError(
+                f"session {self.id!r} was written with schema version {_text(reply[1])}, newer "
+                f"than this aniki's {SCHEMA_VERSION}; upgrade aniki to read it",
+                store=self.store,
+            )
+        if status == -2:
+            raise CorruptStoreError(
+                f"the Redis key {_text(reply[1])!r} holds a {_text(reply[2])} that aniki did not "
+                "write; another program uses this key: choose another prefix= for aniki",
+                store=self.store,
+            )
+
+
+def _id_of(key: bytes | str, start: int) -> str | None:
+    raw = key if isinstance(key, bytes) else key.encode("utf-8")
+    try:
+        return raw[start : -len(_INFO_SUFFIX)].decode("utf-8")
+    except UnicodeDecodeError:  # not a key aniki wrote
+        return None
+
+
+def _timestamp(value: bytes | str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromtimestamp(float(_text(value)), tz=timezone.utc)
+    except ValueError:
+        return None
+
+
+def describe(url: str | None, prefix: str, client: Any) -> str:
+    """How errors name the store: the URL without its password, and the key prefix."""
+    if url is None:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        url = f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+    return f"{redact(url)} (prefix {prefix!r})"
+
+
+def import_redis() -> Any:
+    """The ``redis`` package, or :class:`~aniki.UserError` saying how to install it."""
+    try:
+        import redis
+    except ModuleNotFoundError as exc:
+        raise UserError(
+            f"Redis sessions need the {exc.name!r} package: pip install 'aniki-sdk[redis]'"
+        ) from exc
+    return redis
+
+
+def translate(exc: Exception, store: str) -> StoreError:
+    """A redis-py exception as the aniki error a caller can act on."""
+    from redis import exceptions as rx
+
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, rx.AuthenticationError):
+        return StoreUnavailableError(
+            f"Redis refused the credentials ({text}); check the user name and password in the URL",
+            store=store,
+        )
+    if isinstance(exc, rx.NoPermissionError):
+        return StoreError(
+            f"the Redis user may not run a command aniki needs ({text}); grant it EVALSHA, "
+            "EVAL, SCAN, LLEN and HGET on the prefix's keys",
+            store=store,
+        )
+    if isinstance(exc, (rx.ConnectionError, rx.TimeoutError)):
+        return StoreUnavailableError(
+            f"cannot reach Redis ({text}); check that the server is running and the URL's host "
+            "and port",
+            store=store,
+        )
+    if isinstance(exc, rx.ReadOnlyError):
+        return StoreUnavailableError(
+            f"the Redis server is a read-only replica ({text}); point the URL at the primary",
+            store=store,
+        )
+    if "DB index is out of range" in text:
+        return StoreUnavailableError(
+            f"the Redis server has no database with the URL's number ({text}); use a smaller "
+            "number after the last '/' of the URL",
+            store=store,
+        )
+    if "WRONGTYPE" in text:
+        return CorruptStoreError(
+            f"a key of this session holds data aniki did not write ({text}); choose another "
+            "prefix=",
+            store=store,
+        )
+    return StoreError(f"Redis failed: {text}", store=store)

@@ -1,0 +1,373 @@
+"""The SQLite database behind :class:`~aniki.sessions.SQLiteSession`: opening, schema, errors.
+
+One :class:`Database` (one connection and one lock) serves every session of a file in a
+process, so a thousand sessions do not hold a thousand connections. It is rebuilt after a
+``fork`` (a child never touches the parent's connection).
+
+Opening never modifies a file it does not recognise: the header, ``application_id`` and
+``user_version`` are read first, and only an empty database or an aniki store is written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+from ..errors import CorruptStoreError, SchemaVersionError, StoreError, StoreUnavailableError
+from ._codec import Durability
+from ._fork import count as fork_count
+
+__all__ = ["APPLICATION_ID", "BLOCK", "MIGRATIONS", "Database", "database_for", "schema_version"]
+
+APPLICATION_ID = 0x414E4B49  # "ANKI": marks the file as an aniki store (PRAGMA application_id)
+
+# A session owns the block of message keys number * 2**32 + 1 ... + 2**32 - 1, so its
+# messages are one contiguous range of the table's own B-tree: reading them is a range scan,
+# appending goes to the end of the range, and no secondary index has to be kept up to date.
+_V1 = """
+CREATE TABLE aniki_sessions (
+    number INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    generation INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE aniki_messages (
+    key INTEGER PRIMARY KEY,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE aniki_session_meta (
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (session_id, key)
+) WITHOUT ROWID;
+"""
+
+# Step i upgrades a file from schema version i to i + 1, inside one transaction; the
+# current version is len(MIGRATIONS). Append a step for every layout change, never edit one.
+MIGRATIONS: list[str] = [_V1]
+
+BLOCK = 1 << 32
+"""Message keys per session: key = number * BLOCK + position (from 1)."""
+
+_APPEND = (  # the key after the session's last one: a single backward seek
+    "INSERT INTO aniki_messages (key, body, created_at) VALUES (coalesce((SELECT key"
+    " FROM aniki_messages WHERE key > ?1 AND key < ?2 ORDER BY key DESC LIMIT 1), ?1) + 1, ?3, ?4)"
+)
+_REGISTER = "INSERT OR IGNORE INTO aniki_sessions (id) VALUES (?)"
+_SESSION = "SELECT number, generation FROM aniki_sessions WHERE id = ?"
+# One statement, so one snapshot: the generation, and the rows past ``after`` when it is
+# unchanged (all rows when a clear changed it). A session without a row yields no row.
+_READ = (
+    "SELECT s.generation, m.key, m.body FROM aniki_sessions AS s"
+    " LEFT JOIN aniki_messages AS m"
+    " ON m.key > CASE WHEN s.generation = ?2 THEN max(?3, s.number * ?4) ELSE s.number * ?4 END"
+    " AND m.key < (s.number + 1) * ?4"
+    " WHERE s.id = ?1 ORDER BY m.key"
+)
+_GET_META = "SELECT value FROM aniki_session_meta WHERE session_id = ? AND key = ?"
+_SET_META = (
+    "INSERT INTO aniki_session_meta (session_id, key, value) VALUES (?, ?, ?)"
+    " ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value"
+)
+_DELETE_META = "DELETE FROM aniki_session_meta WHERE session_id = ? AND key = ?"
+_LIST = (
+    "SELECT s.id, count(*), max(m.created_at) FROM aniki_sessions AS s"
+    " JOIN aniki_messages AS m ON m.key > s.number * ?1 AND m.key < (s.number + 1) * ?1"
+    " GROUP BY s.number ORDER BY 3 DESC, s.id"
+)
+
+_SYNCHRONOUS: dict[Durability, str] = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
+_HEADER = b"SQLite format 3\x00"
+
+
+def schema_version() -> int:
+    """The schema version this aniki writes."""
+    return len(MIGRATIONS)
+
+
+class Database:
+    """A connection to one SQLite store, serialised by a lock; see the module docstring."""
+
+    def __init__(self, path: Path, durability: Durability, timeout: float) -> None:
+        self.path = path
+        self.label = f"sqlite:///{path}"
+        self.lock = threading.RLock()
+        self._durability = durability
+        self._timeout = timeout
+        self._forks = -1
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The open connection (opened, checked and migrated on first use)."""
+        if self._forks != fork_count() or self._conn is None:
+            self._conn = self._open()  # a forked child never uses its parent's connection
+            self._forks = fork_count()
+        return self._conn
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock: ``BEGIN IMMEDIATE`` when writing, a snapshot if not."""
+        with self.lock, self.errors():
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """Translate ``sqlite3`` errors raised inside into aniki errors naming the file."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise_store_error(exc, self.label, self._timeout)
+
+    # --- the queries (the append and read paths avoid context managers: they are hot) ---
+
+    def register(self, session_id: str) -> int:
+        """The session's number (its block of message keys), creating it if needed."""
+        with self.lock, self.errors():
+            conn = self.conn
+            conn.execute(_REGISTER, (session_id,))
+            return int(conn.execute(_SESSION, (session_id,)).fetchone()[0])
+
+    def append_one(self, number: int, body: str, now: float) -> None:
+        """Append one encoded message to session ``number`` (the hottest path there is).
+
+        One statement is one transaction: no ``BEGIN`` is needed, and SQLite takes the write
+        lock (waiting up to the timeout) before it reads the session's last key.
+        """
+        low = number * BLOCK
+        with self.lock:
+            try:
+                conn = self._conn
+                if conn is None or self._forks != fork_count():
+                    conn = self.conn
+                conn.execute(_APPEND, (low, low + BLOCK, body, now))
+            except sqlite3.Error as exc:
+                raise_store_error(exc, self.label, self._timeout)
+
+    def append(self, number: int, bodies: list[str], now: float) -> None:
+        """Append encoded messages to session ``number`` in one transaction."""
+        low = number * BLOCK
+        with self.lock:
+            try:
+                conn = self.conn
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(_APPEND, [(low, low + BLOCK, body, now) for body in bodies])
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise_store_error(exc, self.label, self._timeout)
+
+    def read_after(
+        self, session_id: str, generation: int | None, after: int
+    ) -> tuple[int, list[tuple[int, str]]]:
+        """The session's generation and its rows with keys above ``after``.
+
+        When the generation is not ``generation`` (a clear happened), all its rows instead.
+        """
+        with self.lock:
+            try:
+                rows = self.conn.execute(_READ, (session_id, generation, after, BLOCK)).fetchall()
+            except sqlite3.Error as exc:
+                raise_store_error(exc, self.label, self._timeout)
+        if not rows:
+            return 0, []
+        return int(rows[0][0]), [(key, body) for _, key, body in rows if key is not None]
+
+    def clear(self, session_id: str) -> int:
+        """Delete a session's messages and meta and bump its generation; the new generation."""
+        with self.transaction(write=True) as conn:
+            conn.execute("DELETE FROM aniki_session_meta WHERE session_id = ?", (session_id,))
+            row = conn.execute(_SESSION, (session_id,)).fetchone()
+            if row is None:
+                return 0
+            low = int(row[0]) * BLOCK
+            conn.execute("DELETE FROM aniki_messages WHERE key > ? AND key < ?", (low, low + BLOCK))
+            conn.execute(
+                "UPDATE aniki_sessions SET generation = generation + 1 WHERE number = ?", (row[0],)
+            )
+            return int(row[1]) + 1
+
+    def get_meta(self, session_id: str, key: str) -> str | None:
+        """The stored meta text, or ``None``."""
+        with self.lock, self.errors():
+            row = self.conn.execute(_GET_META, (session_id, key)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, session_id: str, key: str, text: str | None) -> None:
+        """Store meta text; ``None`` deletes the key."""
+        with self.transaction(write=True) as conn:
+            if text is None:
+                conn.execute(_DELETE_META, (session_id, key))
+            else:
+                conn.execute(_SET_META, (session_id, key, text))
+
+    def list_sessions(self) -> list[tuple[str, int, float]]:
+        """``(id, message count, last append time)`` of every session with messages."""
+        with self.transaction(write=False) as conn:
+            rows = conn.execute(_LIST, (BLOCK,)).fetchall()
+        return [(str(a), int(b), float(c)) for a, b, c in rows]
+
+    def close(self) -> None:
+        """Close the connection (it reopens on next use)."""
+        with self.lock:
+            if self._conn is not None and self._forks == fork_count():
+                self._conn.close()
+            self._conn = None
+
+    def _open(self) -> sqlite3.Connection:
+        _check_header(self.path, self.label)
+        conn = sqlite3.connect(
+            self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            _prepare_schema(conn, self.label)
+            # Set only once the file is known to be ours: WAL rewrites the header.
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS[self._durability]}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def _check_header(path: Path, label: str) -> None:
+    if not path.parent.is_dir():
+        raise StoreUnavailableError(
+            f"the directory {path.parent} does not exist; create it first", store=label
+        )
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreUnavailableError(f"cannot read the database file: {exc}", store=label) from exc
+    if header and header != _HEADER:
+        raise CorruptStoreError(
+            "the file is not a SQLite database; pass the path of an aniki store or a new file",
+            store=label,
+        )
+
+
+def _prepare_schema(conn: sqlite3.Connection, label: str) -> None:
+    """Check what the file holds; create or migrate the schema when it is (or is becoming) ours."""
+    for attempt in range(2):
+        app_id, version, tables = _inspect(conn)
+        if app_id == APPLICATION_ID and version == schema_version():
+            return
+        if app_id == APPLICATION_ID and version > schema_version():
+            raise SchemaVersionError(
+                f"the store has schema version {version}, newer than {schema_version()} which "
+                "this aniki understands; upgrade aniki (pip install -U aniki-sdk)",
+                store=label,
+            )
+        if app_id != APPLICATION_ID and (app_id != 0 or tables):
+            raise CorruptStoreError(
+                "the file is a SQLite database of another application (tables: "
+                f"{', '.join(sorted(tables)[:5]) or 'none'}); aniki will not write to it: "
+                "use a separate file for sessions",
+                store=label,
+            )
+        if attempt == 0:
+            _migrate(conn, label)
+    raise StoreError("the schema could not be prepared; retry", store=label)
+
+
+def _migrate(conn: sqlite3.Connection, label: str) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        app_id, version, tables = _inspect(conn)  # another process may have done it meanwhile
+        if app_id == 0 and not tables:
+            version = 0
+        elif app_id != APPLICATION_ID or version >= schema_version():
+            conn.execute("ROLLBACK")
+            return
+        for step in MIGRATIONS[version:]:
+            for statement in step.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version={schema_version()}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _inspect(conn: sqlite3.Connection) -> tuple[int, int, list[str]]:
+    # One snapshot: another process may be creating the schema right now.
+    own_transaction = not conn.in_transaction
+    if own_transaction:
+        conn.execute("BEGIN")
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        if own_transaction:
+            conn.execute("COMMIT")
+    return int(app_id), int(version), [str(row[0]) for row in rows]
+
+
+def raise_store_error(exc: sqlite3.Error, label: str, timeout: float) -> NoReturn:
+    """Raise the aniki error for ``exc``, with ``exc`` as its cause."""
+    text = str(exc)
+    lowered = text.lower()
+    error: StoreError
+    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        error = CorruptStoreError(
+            f"the database file is corrupt or not a SQLite database ({text}); "
+            "restore it from a backup or use a new file",
+            store=label,
+        )
+    elif "locked" in lowered or "busy" in lowered:
+        error = StoreUnavailableError(
+            f"the database stayed locked by another connection for {timeout:g} s ({text}); "
+            "retry, or raise timeout=",
+            store=label,
+        )
+    elif isinstance(exc, sqlite3.OperationalError):
+        error = StoreUnavailableError(
+            f"the database cannot be used ({text}); check the path, its permissions and "
+            "free disk space",
+            store=label,
+        )
+    else:
+        error = StoreError(f"the database failed: {text}", store=label)
+    raise error from exc
+
+
+_DATABASES: weakref.WeakValueDictionary[tuple[str, str, float], Database] = (
+    weakref.WeakValueDictionary()
+)
+_DATABASES_LOCK = threading.Lock()
+
+
+def database_for(path: Path, durability: Durability, timeout: float) -> Database:
+    """The process-wide :class:`Database` for this file and settings (shared while in use)."""
+    key = (str(path), durability, timeout)
+    with _DATABASES_LOCK:
+        database = _DATABASES.get(key)
+        if database is None:
+            database = Database(path, durability, timeout)
+            _DATABASES[key] = database
+        return database

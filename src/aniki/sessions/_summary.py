@@ -1,0 +1,186 @@
+"""The pure parts of summarizing: the stored record, the summarizer's request, chunking.
+
+No I/O here; :mod:`aniki.sessions.summarizing` does the reading, writing and model calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..messages import Message
+from ._select import Cost, cut_points
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "SUMMARY_KEY",
+    "SUMMARY_PREFIX",
+    "Summary",
+    "chunk_ends",
+    "fit_text",
+    "message_digest",
+    "render_request",
+    "summary_message",
+]
+
+logger = logging.getLogger("aniki")
+
+SUMMARY_KEY = "aniki.summary"
+"""The key of the summary record in a store's per-session ``get_meta`` / ``set_meta``."""
+
+SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+"""How the summary message begins, so the model knows what it is reading."""
+
+DEFAULT_PROMPT = (
+    "You keep the memory of a conversation between a user and an assistant. Write a summary "
+    "that lets the assistant carry on as if it had read everything: the user's goals and "
+    "preferences, names, facts and numbers given, decisions made, results of tool calls that "
+    "still matter, and questions left open. Fold the new messages into the summary so far, if "
+    "there is one, keeping what still matters from it. Leave out small talk. Write short plain "
+    "sentences or bullet points and reply with the summary only."
+)
+"""The summarizer's instructions, sent before the summary so far and the new messages."""
+
+_RECORD_VERSION = 1
+
+
+def message_digest(message: Message) -> str:
+    """A short, stable fingerprint of a message (its canonical JSON, hashed)."""
+    text = json.dumps(message.to_dict(), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A stored summary of the oldest messages of a conversation.
+
+    Example::
+
+        summary = await session.summary()
+        if summary is not None:
+            print(summary.covered, "messages summarized:", summary.text)
+    """
+
+    text: str
+    """The summary itself."""
+    covered: int
+    """How many of the oldest messages it stands for: ``history[:covered]``."""
+    anchor: str
+    """:func:`message_digest` of the last covered message, to notice a cleared or new history."""
+    anchor_role: str
+    """The role of the last covered message (a cheap first check before hashing)."""
+    anchor_size: int
+    """The length of the last covered message's content (a cheap first check too)."""
+
+    @classmethod
+    def covering(cls, text: str, covered: int, last: Message) -> Summary:
+        """The summary ``text`` of ``covered`` messages, the last of which is ``last``."""
+        return cls(text, covered, message_digest(last), last.role, len(last.content))
+
+    def ends_with(self, message: Message) -> bool:
+        """Whether ``message`` is the last message this summary covers."""
+        return (
+            message.role == self.anchor_role
+            and len(message.content) == self.anchor_size
+            and message_digest(message) == self.anchor
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON-safe value stored under :data:`SUMMARY_KEY`."""
+        return {
+            "version": _RECORD_VERSION,
+            "text": self.text,
+            "covered": self.covered,
+            "anchor": self.anchor,
+            "anchor_role": self.anchor_role,
+            "anchor_size": self.anchor_size,
+        }
+
+    @classmethod
+    def from_record(cls, value: object) -> Summary | None:
+        """The summary a stored record holds, or ``None`` when it is absent or unreadable."""
+        if value is None:
+            return None
+        try:
+            assert isinstance(value, Mapping) and value["version"] == _RECORD_VERSION
+            summary = cls(
+                value["text"],
+                value["covered"],
+                value["anchor"],
+                value["anchor_role"],
+                value["anchor_size"],
+            )
+            assert isinstance(summary.text, str) and isinstance(summary.anchor, str)
+            assert isinstance(summary.covered, int) and summary.covered >= 1
+            assert isinstance(summary.anchor_size, int)
+        except (AssertionError, KeyError, TypeError):
+            logger.warning("ignoring an unreadable stored summary record: %.200r", value)
+            return None
+        return summary
+
+
+def summary_message(text: str) -> Message:
+    """The message that stands for the summarized part of the conversation.
+
+    It is a system message: OpenAI accepts system messages anywhere, and Anthropic's mapping
+    lifts the leading system messages (the instructions, then this) into its ``system``
+    prompt. As a user message it would be read as something the user said, and could sit
+    next to another user message.
+    """
+    return Message(role="system", content=SUMMARY_PREFIX + text)
+
+
+def _render(message: Message) -> list[str]:
+    if message.role == "tool":
+        return [f"[tool result for {message.tool_call_id}] {message.content}"]
+    lines = [f"[{message.role}] {message.content}"] if message.content else []
+    for call in message.tool_calls:
+        lines.append(f"[assistant calls tool {call.name} ({call.id}) with {call.arguments}]")
+    return lines
+
+
+def render_request(
+    prompt: str, previous: str | None, messages: Sequence[Message], words: int
+) -> str:
+    """The one user message the summarizer receives: instructions, summary so far, new messages."""
+    parts = [f"{prompt}\nKeep the summary under {words} words."]
+    if previous:
+        parts.append(f"<summary_so_far>\n{previous}\n</summary_so_far>")
+    transcript = "\n".join(line for message in messages for line in _render(message))
+    parts.append(f"<new_messages>\n{transcript}\n</new_messages>")
+    return "\n\n".join(parts)
+
+
+def chunk_ends(messages: Sequence[Message], cost: Cost, budget: int) -> list[int]:
+    """Split ``messages`` into runs of at most ``budget`` tokens, never inside an exchange.
+
+    Returns the end index of each run; a single exchange over ``budget`` is a run of its own.
+    """
+    prefix = [0]
+    for message in messages:
+        prefix.append(prefix[-1] + cost(message))
+    points = cut_points(messages)
+    ends: list[int] = []
+    start, cursor = 0, 1
+    while start < len(messages):
+        end = points[cursor]
+        while cursor + 1 < len(points) and prefix[points[cursor + 1]] - prefix[start] <= budget:
+            cursor += 1
+            end = points[cursor]
+        ends.append(end)
+        start, cursor = end, cursor + 1
+    return ends
+
+
+def fit_text(text: str, max_tokens: int, measure: Callable[[str], int]) -> str:
+    """``text``, shortened at the end until ``measure`` puts it at ``max_tokens`` or under."""
+    size = measure(text)
+    while size > max_tokens and text:
+        keep = min(len(text) - 1, int(len(text) * max_tokens / size * 0.95))
+        text = text[: max(keep, 0)].rstrip() + " [...]" if keep > 0 else ""
+        size = measure(text)
+    return text

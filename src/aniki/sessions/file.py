@@ -1,0 +1,407 @@
+"""``FileSession``: one append-only JSON-lines file per conversation, in a directory.
+
+Each write (one message, or a whole batch as one line) is a single ``write`` of a complete
+line, made under an exclusive ``flock`` of the session file; reads hold a shared lock, so
+several processes (and threads) can share a session. A line counts once its newline is on
+disk: a crash mid-write leaves a torn last line that readers ignore and the next writer cuts
+off. ``clear()`` rewrites the header's generation in place and truncates the file, so every
+instance notices. The layout is described in ``aniki/sessions/_file_format.py``.
+
+Derived state (``set_meta``) lives beside the file in ``<name>.meta.json``, replaced
+atomically (write a temporary file, then rename) and tied to the generation it was
+written in, so a ``clear()`` drops it even if the process died half-way.
+
+Durability: with ``"off"`` and ``"normal"`` (the default; the two are the same here) every
+acknowledged write survives a process crash, since the data is in the kernel once ``write``
+returns; a power loss may lose the last writes. ``"full"`` adds an ``fsync`` per write, so
+acknowledged writes survive a power loss too.
+
+Speed: each instance remembers the byte offset it has read up to, so ``get_messages()``
+reads only what was appended since, however long the history.
+
+Needs POSIX file locks (Linux, macOS); on Windows use :class:`~aniki.sessions.SQLiteSession`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..errors import StoreUnavailableError
+from ..messages import Message, MessageLike
+from ._codec import (
+    Durability,
+    check_durability,
+    check_limit,
+    check_meta_key,
+    check_session_id,
+    decode_messages,
+    encode_batch,
+    encode_message,
+    encode_meta,
+    to_messages,
+)
+from ._file_format import (
+    DATA_SUFFIX,
+    HEADER_READ,
+    META_SUFFIX,
+    file_stem,
+    header,
+    header_id,
+    parse_header,
+)
+from ._file_io import (
+    end_of_records,
+    flock,
+    fsync_directory,
+    lock,
+    read_meta,
+    replace_file,
+    require_locks,
+    unlock,
+    write_at,
+)
+from ._fork import count as fork_count
+from .base import SessionInfo
+
+__all__ = ["FileSession", "FileStore"]
+
+
+class FileSession:
+    """A conversation stored as a JSON-lines file in ``directory``; same id, same history.
+
+    Example::
+
+        session = FileSession("conversation-42", "chats/")
+        session.add_message({"role": "user", "content": "Hi"})
+        FileSession("conversation-42", "chats/").get_messages()  # (Message(... 'Hi'),)
+
+    Args:
+        id: the conversation's id (any non-empty text up to 1,024 characters, without NUL);
+            it is encoded into a safe file name, so it can never point outside ``directory``.
+        directory: where session files live; created on the first write.
+        durability: ``"normal"`` (default) or ``"full"``; see the module docstring.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        directory: str | os.PathLike[str],
+        *,
+        durability: Durability = "normal",
+    ) -> None:
+        require_locks()
+        self._id = check_session_id(id)
+        self._durability = check_durability(durability)
+        self._dir = Path(os.path.abspath(os.fspath(directory)))
+        stem = file_stem(self._id)
+        self._path = self._dir / (stem + DATA_SUFFIX)
+        self._meta_path = self._dir / (stem + META_SUFFIX)
+        self._label = f"file://{self._path}"
+        self._lock = threading.RLock()
+        self._fd: int | None = None
+        self._fd_forks = -1
+        self._closer: weakref.finalize[[int], FileSession] | None = None
+        self._cache: list[Message] = []
+        self._snapshot: tuple[Message, ...] | None = ()
+        self._generation: int | None = None
+        self._offset = 0
+        self._start = 0  # the header's length, once this instance has checked it
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        return self._id
+
+    @property
+    def path(self) -> Path:
+        """The session's file."""
+        return self._path
+
+    def add_message(self, message: MessageLike) -> None:
+        """Validate and append one message (one line, one write)."""
+        self.add_messages((message,))
+
+    def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        """Validate every message, then append them as one line: all or nothing."""
+        batch = to_messages(messages)
+        if not batch:
+            return
+        text = encode_message(batch[0]) if len(batch) == 1 else encode_batch(batch)
+        payload = (text + "\n").encode("utf-8")
+        with self._lock:  # the hot path: plain calls rather than nested context managers
+            try:
+                fd = self._file(create=True)
+                assert fd is not None
+                lock(fd, exclusive=True)
+                try:
+                    self._append_locked(fd, batch, payload)
+                finally:
+                    unlock(fd)
+            except OSError as exc:
+                raise self._unavailable(exc) from exc
+
+    def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
+        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
+        limit = check_limit(limit)
+        with self._locked(create=False, exclusive=False) as fd:
+            if fd is None:
+                self._reset(None, 0)
+            else:
+                self._refresh(fd)
+            if limit is not None:
+                return tuple(self._cache[-limit:]) if limit > 0 else ()
+            if self._snapshot is None:
+                self._snapshot = tuple(self._cache)
+            return self._snapshot
+
+    def clear(self) -> None:
+        """Delete the history and its derived state; other instances see it on their next read."""
+        with self._locked(create=False, exclusive=True) as fd:
+            if fd is None:
+                self._meta_path.unlink(missing_ok=True)
+                self._reset(None, 0)
+                return
+            generation, start = self._writable_header(fd)
+            # The generation goes first: a crash before the truncation then only looks as if
+            # the clear never happened, to every reader.
+            os.pwrite(fd, header(self._id, generation + 1), 0)
+            os.ftruncate(fd, start)
+            self._meta_path.unlink(missing_ok=True)
+            self._sync(fd)
+            self._reset(generation + 1, start)
+
+    def get_meta(self, key: str) -> Any:
+        """The derived-state value stored under ``key`` (``None`` when absent)."""
+        check_meta_key(key)
+        with self._locked(create=False, exclusive=False) as fd:
+            if fd is None:
+                return None
+            head = parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
+            return read_meta(
+                self._meta_path, 0 if head is None else head[0], store=self._label
+            ).get(key)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store a JSON-safe value under ``key`` beside the history; ``None`` deletes it."""
+        check_meta_key(key)
+        if value is not None:
+            value = json.loads(encode_meta(key, value))
+        with self._locked(create=True, exclusive=True) as fd:
+            assert fd is not None
+            generation, _ = self._writable_header(fd)
+            values = read_meta(self._meta_path, generation, store=self._label)
+            if value is None:
+                values.pop(key, None)
+            else:
+                values[key] = value
+            document = {"aniki": "meta", "generation": generation, "values": values}
+            data = json.dumps(document, ensure_ascii=False).encode("utf-8")
+            replace_file(self._meta_path, data, durable=self._durability == "full")
+
+    def close(self) -> None:
+        """Close the file and drop the cache; the session reopens it on next use."""
+        with self._lock:
+            if self._closer is not None:
+                self._closer()
+                self._closer = None
+            self._fd = None
+            self._start = 0
+            self._reset(None, 0)
+
+    def __enter__(self) -> FileSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FileSession(id={self._id!r}, directory={str(self._dir)!r})"
+
+    # --- file access --------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self, *, create: bool, exclusive: bool) -> Iterator[int | None]:
+        with self._lock, self._errors():
+            fd = self._file(create)
+            if fd is None:
+                yield None
+            else:
+                with flock(fd, exclusive=exclusive):
+                    yield fd
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise self._unavailable(exc) from exc
+
+    def _unavailable(self, exc: OSError) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"cannot use the session file ({exc}); check the directory, its permissions "
+            "and free disk space",
+            store=self._label,
+        )
+
+    def _append_locked(self, fd: int, batch: list[Message], payload: bytes) -> None:
+        size = os.fstat(fd).st_size
+        generation: int | None
+        start = self._start
+        if start and size == self._offset >= start and os.pread(fd, 1, size - 1) == b"\n":
+            # Where this instance's view ends is where the file ends: the header was checked
+            # before and the records are complete. If a clear happened meanwhile, the next
+            # read sees the new generation and starts over, so extending the cache is safe.
+            generation, end = self._generation, size
+        else:
+            generation, start = self._writable_header(fd)
+            self._start = start
+            end = end_of_records(fd, start)
+            if end == start and (self._generation, self._offset) != (generation, end):
+                self._reset(generation, end)  # the session is empty: nothing to miss
+        write_at(fd, payload, end)
+        self._sync(fd)
+        if generation == self._generation and end == self._offset:
+            self._cache.extend(batch)
+            self._snapshot = None
+            self._offset = end + len(payload)
+
+    def _file(self, create: bool) -> int | None:
+        if self._fd is not None and self._fd_forks == fork_count():
+            return self._fd
+        if self._closer is not None:
+            self._closer.detach()  # inherited through fork: the parent still uses it
+        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self._path, flags)
+        except FileNotFoundError:
+            if not create:
+                return None
+            self._dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._path, flags | os.O_CREAT, 0o666)
+            if self._durability == "full":
+                fsync_directory(self._dir)
+        self._fd, self._fd_forks = fd, fork_count()
+        self._closer = weakref.finalize(self, os.close, fd)
+        return fd
+
+    def _writable_header(self, fd: int) -> tuple[int, int]:
+        """The header's generation and length, writing a fresh header if there is none."""
+        head = parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
+        if head is not None:
+            return head
+        fresh = header(self._id, 0)
+        os.ftruncate(fd, 0)
+        write_at(fd, fresh, 0)
+        return 0, len(fresh)
+
+    def _refresh(self, fd: int) -> None:
+        head = parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
+        if head is None:
+            self._reset(None, 0)
+            return
+        generation, start = head
+        self._start = start
+        size = os.fstat(fd).st_size
+        if generation != self._generation or size < self._offset:
+            self._reset(generation, start)
+        if size <= self._offset:
+            return
+        data = os.pread(fd, size - self._offset, self._offset)
+        complete = data.rfind(b"\n") + 1  # a torn last line is not a record
+        if complete:
+            for line in data[: complete - 1].split(b"\n"):
+                self._cache.extend(decode_messages(line, store=self._label))
+            self._snapshot = None
+            self._offset += complete
+
+    def _reset(self, generation: int | None, offset: int) -> None:
+        self._cache = []
+        self._snapshot = ()
+        self._generation = generation
+        self._offset = offset
+
+    def _sync(self, fd: int) -> None:
+        if self._durability == "full":
+            os.fsync(fd)
+
+
+class FileStore:
+    """A directory of session files seen as a whole: its sessions, for tooling.
+
+    Example::
+
+        store = FileStore("chats/")
+        session = store.session("conversation-42")
+        for info in store.list_sessions():
+            print(info.id, info.message_count, info.updated_at)
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, durability: Durability = "normal"):
+        require_locks()
+        self._dir = Path(os.path.abspath(os.fspath(directory)))
+        self._durability = check_durability(durability)
+
+    @property
+    def directory(self) -> Path:
+        """The directory (absolute)."""
+        return self._dir
+
+    def session(self, id: str) -> FileSession:
+        """The session ``id`` of this directory."""
+        return FileSession(id, self._dir, durability=self._durability)
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session holding messages, most recently updated first (no directory: none)."""
+        if not self._dir.is_dir():
+            return []
+        infos = [
+            info
+            for path in self._dir.iterdir()
+            if path.name.endswith(DATA_SUFFIX) and (info := _describe(path)) is not None
+        ]
+        infos.sort(key=lambda info: (-(info.updated_at or _EPOCH).timestamp(), info.id))
+        return infos
+
+    def __repr__(self) -> str:
+        return f"FileStore({str(self._dir)!r})"
+
+
+_EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
+
+
+def _describe(path: Path) -> SessionInfo | None:
+    label = f"file://{path}"
+    try:
+        with path.open("rb") as file, flock(file.fileno(), exclusive=False):
+            data = file.read()
+            modified = os.fstat(file.fileno()).st_mtime
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreUnavailableError(f"cannot read the session file ({exc})", store=label) from exc
+    session_id = header_id(data[:HEADER_READ], store=label)
+    if session_id is None:
+        return None
+    body = data[data.index(b"\n") + 1 : data.rfind(b"\n") + 1]
+    count = sum(len(decode_messages(line, store=label)) for line in body.split(b"\n") if line)
+    if not count:
+        return None
+    return SessionInfo(
+        id=session_id,
+        message_count=count,
+        updated_at=datetime.fromtimestamp(modified, tz=timezone.utc),
+    )

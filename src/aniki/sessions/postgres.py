@@ -1,0 +1,313 @@
+"""Sessions stored in PostgreSQL: ``PostgresSession`` and ``AsyncPostgresSession`` (psycopg 3).
+
+Needs the ``postgres`` extra: ``pip install 'aniki-sdk[postgres]'``. The statements and the
+incremental-read cache are shared by both classes and live in ``_postgres_core``; this module
+only runs each operation's queries in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from ..errors import UserError
+from ..messages import Message, MessageLike, to_message
+from ._codec import check_limit, redact, to_messages
+from ._postgres_core import Flow, PostgresCore, import_psycopg, translate
+from .base import SessionInfo
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+__all__ = ["AsyncPostgresSession", "PostgresSession"]
+
+T = TypeVar("T")
+DEFAULT_TABLE = "aniki_messages"
+_CONNECT_TIMEOUT = 10  # seconds, unless the DSN sets connect_timeout
+
+
+class _Base:
+    """Construction and error handling shared by the sync and async classes."""
+
+    def __init__(self, id: str, dsn: str | None, table: str, pool: Any) -> None:
+        self._psycopg = import_psycopg()
+        if (dsn is None) == (pool is None):
+            raise UserError(
+                f"{type(self).__name__} needs a dsn (postgresql://user@host/db) or a pool=, "
+                "not both"
+            )
+        conninfo: str = pool.conninfo if dsn is None else dsn
+        self._connect_kwargs = _connect_kwargs(conninfo, self._psycopg)
+        self._dsn = conninfo
+        self._pool = pool
+        store = f"{redact(conninfo)} (table {table!r})"
+        self._core = PostgresCore(id, table=table, store=store, conninfo=conninfo)
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        return self._core.id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r}, store={self._core.store!r})"
+
+
+def _connect_kwargs(conninfo: str, psycopg: Any) -> dict[str, Any]:
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        # Not chained: the driver's message may quote the password from the broken DSN.
+        raise UserError(
+            f"invalid PostgreSQL DSN {redact(conninfo)!r}: expected a URL "
+            "(postgresql://user:password@host:5432/db) or key=value pairs (host=... dbname=...)"
+        ) from None
+    return {} if "connect_timeout" in params else {"connect_timeout": _CONNECT_TIMEOUT}
+
+
+class PostgresSession(_Base):
+    """A conversation stored in PostgreSQL, shared by every instance and process using the id.
+
+    The tables are created on first use if absent. Each write is one transaction: a batch is
+    stored whole or not at all. Messages are ordered by an identity column, never by a clock.
+    Reading the history again costs only the messages appended since this instance last read.
+
+    Example::
+
+        session = PostgresSession("conversation-42", "postgresql://postgres@localhost/test")
+        session.add_message({"role": "user", "content": "Hi"})
+        session.get_messages()  # (Message(role='user', content='Hi', ...),)
+        session.list_sessions()  # [SessionInfo(id='conversation-42', message_count=1, ...)]
+        session.close()
+
+    Each instance opens one connection when first used. To share connections between many
+    sessions, pass ``pool=`` a ``psycopg_pool.ConnectionPool`` instead of ``dsn``.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        dsn: str | None = None,
+        *,
+        table: str = DEFAULT_TABLE,
+        pool: ConnectionPool[Any] | None = None,
+    ) -> None:
+        super().__init__(id, dsn, table, pool)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+
+    def add_message(self, message: MessageLike) -> None:
+        """Validate and append one message."""
+        batch = [to_message(message)]
+        self._run(lambda: self._core.append(batch))
+
+    def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        """Validate all, then append all in one transaction."""
+        batch = to_messages(messages)
+        self._run(lambda: self._core.append(batch))
+
+    def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
+        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
+        checked = check_limit(limit)
+        return self._run(lambda: self._core.read(checked))
+
+    def clear(self) -> None:
+        """Delete the history and the session's derived state."""
+        self._run(self._core.clear)
+
+    def get_meta(self, key: str) -> Any:
+        """The derived-state value stored under ``key`` (``None`` when absent)."""
+        return self._run(lambda: self._core.get_meta(key))
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
+        self._run(lambda: self._core.set_meta(key, value))
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session holding messages in this table, most recently updated first."""
+        return self._run(self._core.list_sessions)
+
+    def close(self) -> None:
+        """Close this instance's connection (a passed ``pool=`` stays open)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> PostgresSession:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _run(self, make_flow: Callable[[], Flow[T]]) -> T:
+        with self._lock:
+            try:
+                try:
+                    return self._attempt(make_flow())
+                except self._psycopg.errors.UndefinedTable:
+                    # Dropped since this process created them: create them again, once.
+                    self._core.mark_ready(False)
+                    return self._attempt(make_flow())
+            except self._psycopg.Error as exc:
+                raise translate(exc, self._core.store) from exc
+
+    def _attempt(self, flow: Flow[T]) -> T:
+        with self._connection() as conn:
+            if not self._core.ready:
+                _drive(conn, self._core.setup())
+                self._core.mark_ready(True)
+            return _drive(conn, flow)
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        if self._pool is not None:
+            with self._pool.connection() as pooled:
+                yield pooled
+            return
+        if self._conn is None or self._conn.closed:
+            self._conn = self._psycopg.connect(self._dsn, autocommit=True, **self._connect_kwargs)
+        conn = self._conn
+        try:
+            yield conn
+        except self._psycopg.OperationalError:
+            conn.close()  # broken or not: the next call starts from a fresh connection
+            self._conn = None
+            raise
+
+
+def _drive(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
+    with conn.transaction(), conn.cursor() as cursor:
+        try:
+            step = next(flow)
+            while True:
+                cursor.execute(step.statement, step.params)
+                step = flow.send(cursor.fetchall() if cursor.description is not None else [])
+        except StopIteration as done:
+            return cast(T, done.value)
+
+
+class AsyncPostgresSession(_Base):
+    """:class:`PostgresSession` for asyncio code (psycopg's async API): the same methods, awaited.
+
+    Example::
+
+        session = AsyncPostgresSession("conversation-42", "postgresql://postgres@localhost/test")
+        await session.add_message({"role": "user", "content": "Hi"})
+        await session.get_messages()  # (Message(role='user', content='Hi', ...),)
+        await session.aclose()
+
+    Pass ``pool=`` a ``psycopg_pool.AsyncConnectionPool`` to share connections between many
+    sessions (recommended for a server handling many conversations at once).
+    """
+
+    def __init__(
+        self,
+        id: str,
+        dsn: str | None = None,
+        *,
+        table: str = DEFAULT_TABLE,
+        pool: AsyncConnectionPool[Any] | None = None,
+    ) -> None:
+        super().__init__(id, dsn, table, pool)
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def add_message(self, message: MessageLike) -> None:
+        """Validate and append one message."""
+        batch = [to_message(message)]
+        await self._run(lambda: self._core.append(batch))
+
+    async def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        """Validate all, then append all in one transaction."""
+        batch = to_messages(messages)
+        await self._run(lambda: self._core.append(batch))
+
+    async def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
+        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
+        checked = check_limit(limit)
+        return await self._run(lambda: self._core.read(checked))
+
+    async def clear(self) -> None:
+        """Delete the history and the session's derived state."""
+        await self._run(self._core.clear)
+
+    async def get_meta(self, key: str) -> Any:
+        """The derived-state value stored under ``key`` (``None`` when absent)."""
+        return await self._run(lambda: self._core.get_meta(key))
+
+    async def set_meta(self, key: str, value: Any) -> None:
+        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
+        await self._run(lambda: self._core.set_meta(key, value))
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Every session holding messages in this table, most recently updated first."""
+        return await self._run(self._core.list_sessions)
+
+    async def aclose(self) -> None:
+        """Close this instance's connection (a passed ``pool=`` stays open)."""
+        async with self._lock:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+
+    async def __aenter__(self) -> AsyncPostgresSession:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _run(self, make_flow: Callable[[], Flow[T]]) -> T:
+        async with self._lock:
+            try:
+                try:
+                    return await self._attempt(make_flow())
+                except self._psycopg.errors.UndefinedTable:
+                    self._core.mark_ready(False)
+                    return await self._attempt(make_flow())
+            except self._psycopg.Error as exc:
+                raise translate(exc, self._core.store) from exc
+
+    async def _attempt(self, flow: Flow[T]) -> T:
+        async with self._connection() as conn:
+            if not self._core.ready:
+                await _adrive(conn, self._core.setup())
+                self._core.mark_ready(True)
+            return await _adrive(conn, flow)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self._pool is not None:
+            async with self._pool.connection() as pooled:
+                yield pooled
+            return
+        if self._conn is None or self._conn.closed:
+            self._conn = await self._psycopg.AsyncConnection.connect(
+                self._dsn, autocommit=True, **self._connect_kwargs
+            )
+        conn = self._conn
+        try:
+            yield conn
+        except self._psycopg.OperationalError:
+            await conn.close()
+            self._conn = None
+            raise
+
+
+async def _adrive(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
+    async with conn.transaction(), conn.cursor() as cursor:
+        try:
+            step = next(flow)
+            while True:
+                await cursor.execute(step.statement, step.params)
+                step = flow.send(await cursor.fetchall() if cursor.description is not None else [])
+        except StopIteration as done:
+            return cast(T, done.value)

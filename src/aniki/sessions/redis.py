@@ -1,0 +1,257 @@
+"""Sessions stored in Redis: ``RedisSession`` (redis-py) and ``AsyncRedisSession`` (redis.asyncio).
+
+Needs the ``redis`` extra: ``pip install 'aniki-sdk[redis]'``. The key layout, the Lua scripts
+and the incremental-read cache are shared by both classes and live in ``_redis_core``; this
+module only runs their steps against a client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable
+from datetime import timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from ..errors import UserError
+from ..messages import Message, MessageLike, to_message
+from ._codec import check_limit, redact, to_messages
+from ._redis_core import DEFAULT_URL, Eval, Flow, RedisCore, describe, import_redis, translate
+from .base import SessionInfo
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio
+
+__all__ = ["AsyncRedisSession", "RedisSession"]
+
+T = TypeVar("T")
+
+
+def _client_from_url(url: str, module: Any) -> Any:
+    try:
+        return module.Redis.from_url(url)
+    except ValueError as exc:
+        raise UserError(
+            f"invalid Redis URL {redact(url)!r}: {exc}; "
+            "expected redis://[[user]:password@]host[:port][/db]"
+        ) from exc
+
+
+class RedisSession:
+    """A conversation stored in Redis, shared by every instance and process using the same id.
+
+    Every write is one atomic Lua script: a batch is stored whole or not at all. With ``ttl``
+    (seconds or a ``timedelta``) the session's keys expire that long after its last write.
+    Reading the history again costs only the messages appended since this instance last read.
+
+    Example::
+
+        session = RedisSession("conversation-42", "redis://localhost:6379/0", ttl=86400)
+        session.add_message({"role": "user", "content": "Hi"})
+        session.get_messages()  # (Message(role='user', content='Hi', ...),)
+        session.list_sessions()  # [SessionInfo(id='conversation-42', message_count=1, ...)]
+        session.close()
+
+    Pass ``client=`` to use an existing ``redis.Redis`` instead of ``url`` (errors then name the
+    client's host and port, and :meth:`close` leaves the client open).
+    """
+
+    def __init__(
+        self,
+        id: str,
+        url: str = DEFAULT_URL,
+        *,
+        ttl: float | timedelta | None = None,
+        prefix: str = "aniki:",
+        client: redis.Redis | None = None,
+    ) -> None:
+        module = import_redis()
+        store = describe(url if client is None else None, prefix, client)
+        self._core = RedisCore(id, store=store, prefix=prefix, ttl=ttl)
+        self._owns_client = client is None
+        self._client: redis.Redis = _client_from_url(url, module) if client is None else client
+        self._errors: type[Exception] = module.RedisError
+        self._no_script: type[Exception] = module.exceptions.NoScriptError
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        return self._core.id
+
+    def add_message(self, message: MessageLike) -> None:
+        """Validate and append one message."""
+        self._run(self._core.append([to_message(message)]))
+
+    def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        """Validate all, then append all atomically: other readers see all or none."""
+        self._run(self._core.append(to_messages(messages)))
+
+    def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
+        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
+        return self._run(self._core.read(check_limit(limit)))
+
+    def clear(self) -> None:
+        """Delete the history and the session's derived state."""
+        self._run(self._core.clear())
+
+    def get_meta(self, key: str) -> Any:
+        """The derived-state value stored under ``key`` (``None`` when absent)."""
+        return self._run(self._core.get_meta(key))
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
+        self._run(self._core.set_meta(key, value))
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Sessions holding messages (this URL and prefix), most recently updated first."""
+        return self._run(self._core.list_sessions())
+
+    def close(self) -> None:
+        """Close the connections this instance opened (a passed ``client=`` stays open)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> RedisSession:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RedisSession(id={self.id!r}, store={self._core.store!r})"
+
+    def _run(self, flow: Flow[T]) -> T:
+        with self._lock:
+            try:
+                step = next(flow)
+                while True:
+                    step = flow.send(self._execute(step))
+            except StopIteration as done:
+                return cast(T, done.value)
+            except self._errors as exc:
+                raise translate(exc, self._core.store) from exc
+
+    def _execute(self, step: Any) -> Any:
+        client = self._client
+        if isinstance(step, Eval):
+            try:
+                return client.evalsha(step.script.sha, len(step.keys), *step.keys, *step.args)
+            except self._no_script:
+                return client.eval(step.script.source, len(step.keys), *step.keys, *step.args)
+        pipe = client.pipeline(transaction=False)
+        for command in step.commands:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        return pipe.execute()
+
+
+class AsyncRedisSession:
+    """:class:`RedisSession` for asyncio code (``redis.asyncio``): the same methods, awaited.
+
+    Example::
+
+        session = AsyncRedisSession("conversation-42", "redis://localhost:6379/0")
+        await session.add_message({"role": "user", "content": "Hi"})
+        await session.get_messages()  # (Message(role='user', content='Hi', ...),)
+        await session.aclose()
+
+    Use an instance from one event loop only (the loop its connections were opened on).
+    """
+
+    def __init__(
+        self,
+        id: str,
+        url: str = DEFAULT_URL,
+        *,
+        ttl: float | timedelta | None = None,
+        prefix: str = "aniki:",
+        client: redis.asyncio.Redis | None = None,
+    ) -> None:
+        module = import_redis()
+        import redis.asyncio as aioredis
+
+        store = describe(url if client is None else None, prefix, client)
+        self._core = RedisCore(id, store=store, prefix=prefix, ttl=ttl)
+        self._owns_client = client is None
+        self._client: redis.asyncio.Redis = (
+            _client_from_url(url, aioredis) if client is None else client
+        )
+        self._errors: type[Exception] = module.RedisError
+        self._no_script: type[Exception] = module.exceptions.NoScriptError
+        self._lock = asyncio.Lock()
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        return self._core.id
+
+    async def add_message(self, message: MessageLike) -> None:
+        """Validate and append one message."""
+        await self._run(self._core.append([to_message(message)]))
+
+    async def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        """Validate all, then append all atomically: other readers see all or none."""
+        await self._run(self._core.append(to_messages(messages)))
+
+    async def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
+        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
+        return await self._run(self._core.read(check_limit(limit)))
+
+    async def clear(self) -> None:
+        """Delete the history and the session's derived state."""
+        await self._run(self._core.clear())
+
+    async def get_meta(self, key: str) -> Any:
+        """The derived-state value stored under ``key`` (``None`` when absent)."""
+        return await self._run(self._core.get_meta(key))
+
+    async def set_meta(self, key: str, value: Any) -> None:
+        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
+        await self._run(self._core.set_meta(key, value))
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Sessions holding messages (this URL and prefix), most recently updated first."""
+        return await self._run(self._core.list_sessions())
+
+    async def aclose(self) -> None:
+        """Close the connections this instance opened (a passed ``client=`` stays open)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncRedisSession:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncRedisSession(id={self.id!r}, store={self._core.store!r})"
+
+    async def _run(self, flow: Flow[T]) -> T:
+        async with self._lock:
+            try:
+                step = next(flow)
+                while True:
+                    step = flow.send(await self._execute(step))
+            except StopIteration as done:
+                return cast(T, done.value)
+            except self._errors as exc:
+                raise translate(exc, self._core.store) from exc
+
+    async def _execute(self, step: Any) -> Any:
+        client = self._client
+        if isinstance(step, Eval):
+            try:
+                return await client.evalsha(step.script.sha, len(step.keys), *step.keys, *step.args)
+            except self._no_script:
+                return await client.eval(step.script.source, len(step.keys), *step.keys, *step.args)
+        async with client.pipeline(transaction=False) as pipe:
+            for command in step.commands:
+                pipe.execute_command(*command)
+            return await pipe.execute()

@@ -1,0 +1,281 @@
+"""``SQLiteSession``: conversation history in a SQLite file, the embedded default store.
+
+Durability levels (the ``durability=`` argument; SQLite runs in WAL mode at every level):
+
+============  ======================================  =========================================
+level         after a process crash (kill -9, OOM)    after a power loss or OS crash
+============  ======================================  =========================================
+``"off"``     every acknowledged append is kept       recent appends may be lost and the file
+                                                      may be corrupted (no fsync at all)
+``"normal"``  every acknowledged append is kept       the last appends may be rolled back; the
+(default)                                             file stays consistent
+``"full"``    every acknowledged append is kept       every acknowledged append is kept (an
+                                                      fsync per commit)
+============  ======================================  =========================================
+
+Concurrency: any number of processes may share a file; each append (or batch) is one
+transaction, so batches never interleave and never half-apply. Readers never wait for
+writers. A writer waits up to ``timeout`` seconds for another writer, then raises
+:class:`~aniki.StoreUnavailableError`.
+
+Threads: every call is serialised by one lock per file and process, so a session (and
+many sessions of one file) may be used from several threads. Calls block; they are short
+(a commit), so calling them from an event loop, as the Runner does, is fine.
+
+Speed: each instance keeps the messages it has read, the last sequence number seen and the
+session's generation (bumped by :meth:`SQLiteSession.clear`). ``get_messages()`` fetches only
+rows after that sequence number, so a turn costs O(new messages) however long the history,
+and still sees what other instances and processes appended or cleared.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from contextlib import nullcontext
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..messages import Message, MessageLike, to_message
+from ._codec import (
+    Durability,
+    check_durability,
+    check_limit,
+    check_meta_key,
+    check_session_id,
+    decode_message,
+    decode_meta,
+    encode_message,
+    encode_meta,
+    to_messages,
+)
+from ._sqlite_db import Database, database_for
+from .base import SessionInfo
+
+__all__ = ["SQLiteSession", "SQLiteStore"]
+
+_OWN_LIMIT = 4096
+
+
+def _absolute(path: str | os.PathLike[str]) -> Path:
+    return Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+
+
+class SQLiteSession:
+    """A conversation stored in a SQLite file; same id and file means the same history.
+
+    Example::
+
+        session = SQLiteSession("conversation-42", "chat.db")
+        session.add_message({"role": "user", "content": "Hi"})
+        SQLiteSession("conversation-42", "chat.db").get_messages()  # (Message(... 'Hi'),)
+
+    Args:
+        id: the conversation's id (any non-empty text up to 1,024 characters, without NUL).
+        path: the database file; created when missing (its directory must exist).
+        durability: ``"off"``, ``"normal"`` (default) or ``"full"``; see the module docstring.
+        timeout: seconds to wait for another process's write before giving up.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        path: str | os.PathLike[str] = "aniki.db",
+        *,
+        durability: Durability = "normal",
+        timeout: float = 5.0,
+    ) -> None:
+        self._id = check_session_id(id)
+        self._path = _absolute(path)
+        self._durability = check_durability(durability)
+        self._timeout = timeout
+        self._db: Database | None = None
+        self._cache: list[Message] = []
+        self._snapshot: tuple[Message, ...] | None = ()
+        self._generation: int | None = None
+        self._last_key = 0
+        self._number: int | None = None
+        self._own: dict[str, Message] = {}
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        return self._id
+
+    @property
+    def path(self) -> Path:
+        """The database file (absolute)."""
+        return self._path
+
+    @property
+    def durability(self) -> Durability:
+        """The durability level of this session's commits."""
+        return self._durability
+
+    def add_message(self, message: MessageLike) -> None:
+        """Validate and append one message (one transaction)."""
+        message = to_message(message)
+        body = encode_message(message)
+        db = self._database
+        number = self._number
+        if number is None:
+            number = self._number = db.register(self._id)
+        db.append_one(number, body, time.time())
+        own = self._own  # see _append
+        if len(own) > _OWN_LIMIT:
+            own.clear()
+        own[body] = message
+
+    def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        """Validate every message, then append them in one transaction: all or nothing."""
+        batch = to_messages(messages)
+        if batch:
+            self._append(batch, [encode_message(message) for message in batch])
+
+    def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
+        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
+        limit = check_limit(limit)
+        db = self._database
+        with db.lock:
+            self._refresh(db)
+            if limit is not None:
+                return tuple(self._cache[-limit:]) if limit > 0 else ()
+            if self._snapshot is None:
+                self._snapshot = tuple(self._cache)
+            return self._snapshot
+
+    def clear(self) -> None:
+        """Delete the history and its derived state; other instances see it on their next read."""
+        db = self._database
+        with db.lock:
+            self._reset(db.clear(self._id))
+
+    def get_meta(self, key: str) -> Any:
+        """The derived-state value stored under ``key`` (``None`` when absent)."""
+        db = self._database
+        text = db.get_meta(self._id, check_meta_key(key))
+        return None if text is None else decode_meta(text, store=db.label)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store a JSON-safe value under ``key`` beside the history; ``None`` deletes it."""
+        check_meta_key(key)
+        text = None if value is None else encode_meta(key, value)
+        self._database.set_meta(self._id, key, text)
+
+    def close(self) -> None:
+        """Drop this instance's cache and its hold on the connection; it reopens on next use."""
+        db, self._db = self._db, None
+        with db.lock if db is not None else nullcontext():
+            self._number = None
+            self._reset(None)
+            self._own.clear()
+
+    def __enter__(self) -> SQLiteSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteSession(id={self._id!r}, path={str(self._path)!r})"
+
+    # --- the incremental cache ----------------------------------------------------------
+
+    @property
+    def _database(self) -> Database:
+        if self._db is None:
+            self._db = database_for(self._path, self._durability, self._timeout)
+        return self._db
+
+    def _reset(self, generation: int | None) -> None:
+        self._cache = []
+        self._snapshot = ()
+        self._generation = generation
+        self._last_key = 0
+
+    def _append(self, batch: list[Message], bodies: list[str]) -> None:
+        db = self._database
+        if self._number is None:
+            self._number = db.register(self._id)
+        db.append(self._number, bodies, time.time())
+        # Remember what this instance wrote, so reading it back needs no decoding (equal
+        # text means an equal message). Bounded, for an instance that only ever writes.
+        own = self._own
+        if len(own) > _OWN_LIMIT:
+            own.clear()
+        for body, message in zip(bodies, batch, strict=True):
+            own[body] = message
+
+    def _refresh(self, db: Database) -> None:
+        generation, rows = db.read_after(self._id, self._generation, self._last_key)
+        if generation != self._generation:
+            self._reset(generation)
+        if not rows:
+            return
+        own, label, cache = self._own, db.label, self._cache
+        for _, body in rows:
+            message = own.pop(body, None)
+            cache.append(message if message is not None else decode_message(body, store=label))
+        self._snapshot = None
+        self._last_key = rows[-1][0]
+
+
+class SQLiteStore:
+    """A SQLite file seen as a whole: its sessions, for tooling.
+
+    Example::
+
+        store = SQLiteStore("chat.db")
+        session = store.session("conversation-42")
+        for info in store.list_sessions():
+            print(info.id, info.message_count, info.updated_at)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = "aniki.db",
+        *,
+        durability: Durability = "normal",
+        timeout: float = 5.0,
+    ) -> None:
+        self._path = _absolute(path)
+        self._durability = check_durability(durability)
+        self._timeout = timeout
+
+    @property
+    def path(self) -> Path:
+        """The database file (absolute)."""
+        return self._path
+
+    def session(self, id: str) -> SQLiteSession:
+        """The session ``id`` of this file."""
+        return SQLiteSession(id, self._path, durability=self._durability, timeout=self._timeout)
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session holding messages, most recently updated first (a missing file: none)."""
+        if not self._path.exists():
+            return []
+        db = database_for(self._path, self._durability, self._timeout)
+        return [
+            SessionInfo(
+                id=session_id,
+                message_count=count,
+                updated_at=datetime.fromtimestamp(updated, tz=timezone.utc),
+            )
+            for session_id, count, updated in db.list_sessions()
+        ]
+
+    def close(self) -> None:
+        """Close this process's connection to the file (sessions reopen it on next use)."""
+        database_for(self._path, self._durability, self._timeout).close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self._path)!r})"

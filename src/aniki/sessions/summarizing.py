@@ -1,0 +1,288 @@
+"""``SummarizingSession``: older turns replaced by a stored summary, recent ones kept verbatim."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
+from ..messages import Message, MessageLike, to_message
+from ..tokens import TokenCounter, counter_for_model
+from ._policy import accepts_limit, check_positive, check_session
+from ._select import select_start
+from ._summary import (
+    DEFAULT_PROMPT,
+    SUMMARY_KEY,
+    Summary,
+    chunk_ends,
+    fit_text,
+    render_request,
+    summary_message,
+)
+from .base import AsyncSession, Session
+from .memory import InMemorySession
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["SummarizingSession"]
+
+logger = logging.getLogger("aniki")
+
+_FETCH_MARGIN = 16
+"""Messages fetched beyond what the last read saw: room for what was appended since."""
+
+
+async def _resolve(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class SummarizingSession:
+    """A view of a session whose older part is replaced by a summary once it grows too long.
+
+    While the history fits ``max_tokens`` it is returned as it is. When a read finds it over
+    the budget, the ``summarizer`` agent folds the oldest messages into a summary, keeping the
+    most recent ``keep_recent`` tokens verbatim; the summary then takes at most
+    ``max_tokens / 2 - keep_recent`` tokens, so the next summary comes only after about half a
+    budget of new conversation. A read returns one system message holding the summary, then
+    the kept messages, never splitting a tool exchange.
+
+    The summary is stored beside the history (the store's ``get_meta`` / ``set_meta``, under
+    ``"aniki.summary"``) with how many messages it covers and a fingerprint of the last of
+    them, so it is reused after a restart and dropped if the history is cleared or replaced;
+    a store without ``get_meta`` keeps it in memory only. Each summary folds the previous one
+    and the newly evicted messages, never the whole history. If the summarizer fails, a
+    warning is logged, the read falls back to the most recent messages that fit, and the
+    summary is tried again once the history has grown. The stored history is never rewritten.
+
+    Example::
+
+        summarizer = Agent("Summarizer", model="gpt-4o-mini")
+        session = SummarizingSession(SQLiteSession("chat-42"), summarizer, 8_000,
+                                     model="gpt-4o-mini")
+        agent = Agent("Assistant", model="gpt-4o-mini", session=session)
+        await Runner().run(agent, message="Hi")
+    """
+
+    DEFAULT_PROMPT = DEFAULT_PROMPT
+    """The summarizer's default instructions (``prompt=`` replaces them)."""
+
+    def __init__(
+        self,
+        inner: Session | AsyncSession,
+        summarizer: Agent,
+        max_tokens: int,
+        *,
+        keep_recent: int | None = None,
+        prompt: str = DEFAULT_PROMPT,
+        model: str | None = None,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        check_session(inner)
+        self.max_tokens = check_positive("max_tokens", max_tokens)
+        """The most tokens a read returns (unless the last exchange alone is larger)."""
+        keep = max_tokens // 4 if keep_recent is None else keep_recent
+        if not isinstance(keep, int) or not 0 < keep < max_tokens // 2:
+            raise UserError(
+                f"keep_recent must be a whole number of tokens between 1 and "
+                f"max_tokens // 2 - 1 = {max_tokens // 2 - 1}, got {keep_recent!r}"
+            )
+        self.keep_recent = keep
+        """Tokens of the most recent messages kept verbatim when a summary is made."""
+        self.summarizer = summarizer
+        """The agent that writes summaries (run on a fresh in-memory session each time)."""
+        self.prompt = prompt
+        """The summarizer's instructions."""
+        self.counter: TokenCounter = counter if counter is not None else counter_for_model(model)
+        """Counts each message's tokens."""
+        self._inner = inner
+        self._limited = accepts_limit(inner.get_messages)
+        get_meta, set_meta = getattr(inner, "get_meta", None), getattr(inner, "set_meta", None)
+        self._meta: tuple[Callable[[str], Any], Callable[[str, Any], Any]] | None = (
+            (get_meta, set_meta) if callable(get_meta) and callable(set_meta) else None
+        )
+        self._summary: Summary | None = None  # the record, for stores without get_meta
+        self._total_hint: int | None = None
+        self._failed_at: int | None = None
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def inner(self) -> Session | AsyncSession:
+        """The wrapped store, which holds the whole history."""
+        return self._inner
+
+    @property
+    def id(self) -> str:
+        """The inner store's id."""
+        return str(self._inner.id)
+
+    @property
+    def summary_tokens(self) -> int:
+        """The most tokens a summary may take: ``max_tokens // 2 - keep_recent``."""
+        return self.max_tokens // 2 - self.keep_recent
+
+    async def add_message(self, message: MessageLike) -> None:
+        """Append one message to the inner store."""
+        await _resolve(self._inner.add_message(message))
+
+    async def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        """Append a batch: atomically when the inner store has ``add_messages``."""
+        batch = [to_message(message) for message in messages]
+        add_many = getattr(self._inner, "add_messages", None)
+        if add_many is not None:
+            await _resolve(add_many(batch))
+            return
+        for message in batch:
+            await _resolve(self._inner.add_message(message))
+
+    async def clear(self) -> None:
+        """Delete the inner store's history and the summary."""
+        await _resolve(self._inner.clear())
+        self._summary = None
+        self._total_hint = self._failed_at = None
+        if self._meta is not None:
+            await _resolve(self._meta[1](SUMMARY_KEY, None))
+
+    async def summary(self) -> Summary | None:
+        """The stored summary, or ``None`` before the first one is made."""
+        return await self._load()
+
+    async def get_messages(self) -> tuple[Message, ...]:
+        """The summary (when there is one) followed by the most recent messages that fit."""
+        async with self._lock():
+            summary, tail, total = await self._read_tail(await self._load())
+            self._total_hint = total
+            if self._fits(summary, tail):
+                return self._view(summary, tail)
+            if self._failed_at != total:
+                summary, tail = await self._fold(summary, tail, total)
+            return self._view(summary, tail)
+
+    def _lock(self) -> asyncio.Lock:
+        # One lock per event loop: run_sync() gives each call a loop of its own.
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock
+
+    async def _load(self) -> Summary | None:
+        if self._meta is None:
+            return self._summary
+        return Summary.from_record(await _resolve(self._meta[0](SUMMARY_KEY)))
+
+    async def _save(self, summary: Summary) -> None:
+        self._summary = summary
+        if self._meta is not None:
+            await _resolve(self._meta[1](SUMMARY_KEY, summary.to_record()))
+
+    async def _fetch(self, limit: int | None) -> Sequence[Message]:
+        if limit is not None and self._limited:
+            window = self._inner.get_messages(limit=limit)  # type: ignore[call-arg]
+        else:
+            window = self._inner.get_messages()
+        messages: Sequence[Message] = await _resolve(window)
+        return messages
+
+    async def _read_tail(
+        self, summary: Summary | None
+    ) -> tuple[Summary | None, Sequence[Message], int]:
+        """The summary if it still applies, the messages after it, and the history's length.
+
+        When the last read's length is known, only the recent window is fetched and the
+        summary's last message is looked for in it; anything unclear falls back to a full read.
+        """
+        hint = self._total_hint
+        if summary is not None and self._limited and hint is not None:
+            wanted = hint - summary.covered + 1 + _FETCH_MARGIN
+            window = await self._fetch(wanted)
+            if len(window) < wanted:
+                return _place(summary, window)
+            found = [i for i, message in enumerate(window) if summary.ends_with(message)]
+            if len(found) == 1:
+                total = summary.covered + len(window) - found[0] - 1
+                if total >= hint:
+                    return summary, window[found[0] + 1 :], total
+        return _place(summary, await self._fetch(None))
+
+    def _fits(self, summary: Summary | None, tail: Sequence[Message]) -> bool:
+        head = self.counter.count_message(summary_message(summary.text)) if summary else 0
+        budget = self.max_tokens - head
+        total = 0
+        for message in tail:
+            total += self.counter.count_message(message)
+            if total > budget:
+                return False
+        return True
+
+    def _view(self, summary: Summary | None, tail: Sequence[Message]) -> tuple[Message, ...]:
+        head = (summary_message(summary.text),) if summary else ()
+        budget = self.max_tokens - sum(self.counter.count_message(m) for m in head)
+        start = select_start(tail, max(budget, 0), self.counter.count_message)
+        return head + tuple(tail[start:])
+
+    async def _fold(
+        self, summary: Summary | None, tail: Sequence[Message], total: int
+    ) -> tuple[Summary | None, Sequence[Message]]:
+        """Fold the messages before the recent ``keep_recent`` tokens into the summary.
+
+        Returns the summary and the messages after it; on failure, as far as it got.
+        """
+        keep_from = select_start(tail, self.keep_recent, self.counter.count_message)
+        evicted = tail[:keep_from]
+        covered = summary.covered if summary else 0
+        done = 0
+        for end in chunk_ends(evicted, self.counter.count_message, self.max_tokens):
+            previous = summary.text if summary else None
+            try:
+                text = await self._summarize(previous, evicted[done:end])
+            except Exception as exc:  # any failure: the run goes on without a new summary
+                self._failed_at = total
+                logger.warning(
+                    "summarizing session %r failed (%s: %s); using the most recent messages "
+                    "that fit and trying again once the history grows",
+                    self.id,
+                    type(exc).__name__,
+                    exc,
+                )
+                break
+            done = end
+            summary = Summary.covering(text, covered + done, evicted[done - 1])
+            await self._save(summary)
+        return summary, tail[done:]
+
+    async def _summarize(self, previous: str | None, messages: Sequence[Message]) -> str:
+        from ..runner import Runner  # imported here: the runner imports the sessions package
+
+        words = max(self.summary_tokens * 3 // 5, 10)
+        request = render_request(self.prompt, previous, messages, words)
+        result = await Runner().run(self.summarizer, message=request, session=InMemorySession())
+        text = result.content.strip()
+        if not text:
+            raise ValueError("the summarizer replied with an empty summary")
+        return fit_text(
+            text,
+            self.summary_tokens,
+            lambda candidate: self.counter.count_message(summary_message(candidate)),
+        )
+
+    def __repr__(self) -> str:
+        return f"SummarizingSession({self._inner!r}, max_tokens={self.max_tokens})"
+
+
+def _place(
+    summary: Summary | None, history: Sequence[Message]
+) -> tuple[Summary | None, Sequence[Message], int]:
+    """Where ``summary`` ends in the whole ``history``; ``None`` if it no longer belongs there."""
+    if summary is not None:
+        covered = summary.covered
+        if covered <= len(history) and summary.ends_with(history[covered - 1]):
+            return summary, history[covered:], len(history)
+        logger.info("the stored summary no longer matches the history (cleared?); ignoring it")
+    return None, history, len(history)

@@ -1,0 +1,182 @@
+"""``open_session(url, id)``: pick a store by URL, so configuration can choose it.
+
+================================  =============================================================
+URL                               store
+================================  =============================================================
+``memory:``                       :class:`~aniki.InMemorySession` (nothing is shared)
+``sqlite:///chat.db``             :class:`~aniki.sessions.SQLiteSession`, ``chat.db`` relative
+                                  to the working directory (``sqlite:///./chat.db`` is the same)
+``sqlite:////var/lib/chat.db``    the same, absolute path ``/var/lib/chat.db`` (four slashes)
+``file:///var/lib/chats``         :class:`~aniki.sessions.FileSession`, absolute directory
+``file:chats``                    the same, ``chats`` relative to the working directory
+``redis://host:6379/0``           ``RedisSession`` (also ``rediss://`` for TLS); needs the
+                                  ``redis`` extra
+``postgresql://user@host/db``     ``PostgresSession`` (also ``postgres://``); needs the
+                                  ``postgres`` extra
+================================  =============================================================
+
+SQLite URLs follow the convention SQLite users know from other libraries (three slashes then a
+relative path, four for an absolute one); file URLs follow the file URL standard (``file:///``
+then an absolute path). Local stores take options as query parameters:
+``sqlite:///chat.db?durability=full&timeout=10`` and ``file:///var/chats?durability=full``.
+Redis and PostgreSQL URLs are handed to their drivers unchanged.
+
+Backends with optional dependencies are imported only when their URL is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Literal, overload
+from urllib.parse import parse_qsl, unquote
+
+from ..errors import UserError
+from ._codec import check_durability, redact
+from .base import AsyncSession, Session, SessionInfo
+
+__all__ = ["list_sessions", "open_session"]
+
+# scheme -> (module, sync class, async class); the module is imported on first use.
+_REMOTE: dict[str, tuple[str, str, str]] = {
+    "redis": ("aniki.sessions.redis", "RedisSession", "AsyncRedisSession"),
+    "rediss": ("aniki.sessions.redis", "RedisSession", "AsyncRedisSession"),
+    "postgresql": ("aniki.sessions.postgres", "PostgresSession", "AsyncPostgresSession"),
+    "postgres": ("aniki.sessions.postgres", "PostgresSession", "AsyncPostgresSession"),
+}
+_SCHEMES = ("memory:", "sqlite:///", "file:///", "redis://", "rediss://", "postgresql://")
+
+
+@overload
+def open_session(url: str, id: str, *, asynchronous: Literal[False] = False) -> Session: ...
+@overload
+def open_session(url: str, id: str, *, asynchronous: Literal[True]) -> AsyncSession: ...
+def open_session(url: str, id: str, *, asynchronous: bool = False) -> Session | AsyncSession:
+    """The session ``id`` in the store ``url`` names (see the module docstring for URLs).
+
+    With ``asynchronous=True`` the async variant is returned (Redis and PostgreSQL only;
+    the local stores are synchronous, which the Runner accepts as well).
+
+    Example::
+
+        session = open_session("sqlite:///chat.db", "conversation-42")
+        session.add_message({"role": "user", "content": "Hi"})
+    """
+    scheme = _scheme(url)
+    if scheme in _REMOTE:
+        module, sync_name, async_name = _REMOTE[scheme]
+        cls = getattr(importlib.import_module(module), async_name if asynchronous else sync_name)
+        session: Session | AsyncSession = cls(id, url)
+        return session
+    if asynchronous:
+        raise UserError(
+            f"{scheme}: stores have no async variant; pass the synchronous session "
+            "(the Runner accepts both kinds)"
+        )
+    local: Session = _local_store(scheme, url).session(id)
+    return local
+
+
+def list_sessions(url: str) -> list[SessionInfo]:
+    """The sessions held in the store ``url`` names: ids, message counts, last update.
+
+    Example::
+
+        for info in list_sessions("sqlite:///chat.db"):
+            print(info.id, info.message_count, info.updated_at)
+    """
+    scheme = _scheme(url)
+    if scheme in _REMOTE:
+        module, sync_name, _ = _REMOTE[scheme]
+        loaded = importlib.import_module(module)
+        lister = getattr(loaded, "list_sessions", None)
+        if lister is not None:
+            return list(lister(url))
+        # The remote stores list from any session of the store; this id is never written.
+        session = getattr(loaded, sync_name)("aniki-list-sessions", url)
+        try:
+            return list(session.list_sessions())
+        finally:
+            session.close()
+    if scheme == "memory":
+        raise UserError("memory: sessions live inside one process and cannot be listed")
+    return list(_local_store(scheme, url).list_sessions())
+
+
+def _scheme(url: object) -> str:
+    if not isinstance(url, str) or ":" not in url:
+        raise UserError(f"a session URL must be a string like {', '.join(_SCHEMES)}; got {url!r}")
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in _REMOTE and scheme not in ("memory", "sqlite", "file"):
+        raise UserError(
+            f"unknown session URL scheme {scheme!r} in {redact(url)!r}; "
+            f"use one of: {', '.join(_SCHEMES)}"
+        )
+    return scheme
+
+
+def _local_store(scheme: str, url: str) -> Any:
+    rest = url.split(":", 1)[1]
+    rest, _, query = rest.partition("?")
+    options = _options(url, query)
+    if scheme == "memory":
+        if rest not in ("", "//") or options:
+            raise UserError(f"a memory URL is just 'memory:', got {url!r}")
+        return _MemoryStore()
+    if scheme == "sqlite":
+        if not rest.startswith("///") or len(rest) == 3:
+            raise UserError(
+                f"a SQLite URL is sqlite:///relative/path.db or sqlite:////absolute/path.db, "
+                f"got {url!r}"
+            )
+        from .sqlite import SQLiteStore
+
+        _no_more(url, options, ("durability", "timeout"))
+        try:
+            timeout = float(options.get("timeout", 5.0))
+        except ValueError:
+            raise UserError(f"timeout must be a number of seconds in {url!r}") from None
+        return SQLiteStore(unquote(rest[3:]), timeout=timeout, **_durability(options))
+    from .file import FileStore
+
+    _no_more(url, options, ("durability",))
+    return FileStore(_file_path(url, rest), **_durability(options))
+
+
+def _file_path(url: str, rest: str) -> str:
+    if rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        if host not in ("", "localhost") or not slash:
+            raise UserError(
+                f"a file URL is file:///absolute/dir or file:relative/dir, got {url!r} "
+                "(remote hosts are not supported)"
+            )
+        rest = "/" + path
+    if not rest:
+        raise UserError(f"the file URL {url!r} names no directory")
+    return unquote(rest)
+
+
+def _options(url: str, query: str) -> dict[str, str]:
+    try:
+        return dict(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
+    except ValueError as exc:
+        raise UserError(f"cannot read the options of {url!r}: {exc}") from exc
+
+
+def _durability(options: dict[str, str]) -> dict[str, Any]:
+    if "durability" not in options:
+        return {}
+    return {"durability": check_durability(options["durability"])}
+
+
+def _no_more(url: str, options: dict[str, str], allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise UserError(f"unknown option(s) {unknown} in {url!r}; allowed: {list(allowed)}")
+
+
+class _MemoryStore:
+    def session(self, id: str) -> Session:
+        from .memory import InMemorySession
+
+        return InMemorySession(id)

@@ -1,0 +1,133 @@
+"""EncryptedSession: nothing readable at rest, rotation, wrong keys, both session kinds."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aniki import Agent, InMemorySession, Message, Runner, ToolCall, UserError
+from aniki.sessions.encrypted import DecryptionError, EncryptedSession
+from aniki.sessions.file import FileSession
+from aniki.sessions.sqlite import SQLiteSession
+from aniki.testing import MockProvider
+
+SECRET = "my card number is 4242-4242-4242-4242"
+ARGS = '{"card": "4242-4242-4242-4242"}'
+HISTORY = [
+    Message(role="user", content=SECRET),
+    Message(role="assistant", tool_calls=(ToolCall(id="c1", name="charge", arguments=ARGS),)),
+    Message(role="tool", content="charged 4242-4242-4242-4242", tool_call_id="c1"),
+    Message(role="assistant", content="Done, 4242-4242-4242-4242 was charged. 💳"),
+]
+
+
+def raw_bytes(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in directory.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "file"])
+def test_no_plaintext_reaches_the_store(tmp_path: Path, kind: str) -> None:
+    key = EncryptedSession.generate_key()
+    inner: Any = (
+        SQLiteSession("s", path=tmp_path / "db.sqlite")
+        if kind == "sqlite"
+        else FileSession("s", tmp_path)
+    )
+    session = EncryptedSession(inner, key)
+    session.add_messages(HISTORY[:2])
+    session.add_message(HISTORY[2])
+    session.add_message(HISTORY[3].to_dict())
+    session.set_meta("summary", {"text": f"the user shared {SECRET}"})
+    assert session.get_messages() == tuple(HISTORY)
+    assert session.get_messages(limit=1) == (HISTORY[3],)
+    assert session.get_meta("summary") == {"text": f"the user shared {SECRET}"}
+    data = raw_bytes(tmp_path)
+    assert b"4242" not in data
+    assert "💳".encode() not in data
+    assert b"charge" in data  # tool names stay readable, by design
+    # A restart with the key reads everything back.
+    reopened: Any = (
+        SQLiteSession("s", path=tmp_path / "db.sqlite")
+        if kind == "sqlite"
+        else FileSession("s", tmp_path)
+    )
+    assert EncryptedSession(reopened, key).get_messages() == tuple(HISTORY)
+
+
+def test_key_rotation_reads_old_and_writes_new() -> None:
+    store = InMemorySession()
+    old, new = EncryptedSession.generate_key(), EncryptedSession.generate_key()
+    EncryptedSession(store, old).add_message(HISTORY[0])
+    rotated = EncryptedSession(store, new, old)
+    rotated.add_message({"role": "assistant", "content": "noted"})
+    assert [m.content for m in rotated.get_messages()] == [SECRET, "noted"]
+    with pytest.raises(DecryptionError):
+        EncryptedSession(store, old).get_messages()  # the newest message needs the new key
+    assert [m.content for m in EncryptedSession(store, new).get_messages(limit=1)] == ["noted"]
+
+
+def test_a_wrong_key_is_a_clear_error_and_loses_nothing() -> None:
+    store = InMemorySession("chat")
+    EncryptedSession(store, EncryptedSession.generate_key()).add_message(HISTORY[0])
+    with pytest.raises(DecryptionError, match="cannot decrypt message 0 of session 'chat'"):
+        EncryptedSession(store, EncryptedSession.generate_key()).get_messages()
+    assert len(store.get_messages()) == 1
+
+
+def test_tampering_is_detected() -> None:
+    store = InMemorySession()
+    key = EncryptedSession.generate_key()
+    EncryptedSession(store, key).add_message(HISTORY[0])
+    stored = store.get_messages()[0].content
+    forged = InMemorySession()
+    forged.add_message({"role": "user", "content": stored[:-5] + "AAAAA"})
+    with pytest.raises(DecryptionError):
+        EncryptedSession(forged, key).get_messages()
+
+
+def test_plaintext_written_before_encryption_is_still_read() -> None:
+    store = InMemorySession()
+    store.add_message(HISTORY[0])
+    assert (
+        EncryptedSession(store, EncryptedSession.generate_key()).get_messages()[0].content == SECRET
+    )
+
+
+def test_bad_keys_and_sessions_are_user_errors() -> None:
+    with pytest.raises(UserError, match="generate_key"):
+        EncryptedSession(InMemorySession(), "not a key")
+    with pytest.raises(UserError, match="no add_message"):
+        EncryptedSession(object(), EncryptedSession.generate_key())  # type: ignore[type-var]
+
+
+class AsyncStore:
+    def __init__(self) -> None:
+        self.id = "async"
+        self.inner = InMemorySession()
+
+    async def add_message(self, message: Any) -> None:
+        await asyncio.sleep(0)
+        self.inner.add_message(message)
+
+    async def get_messages(self, limit: int | None = None) -> Any:
+        await asyncio.sleep(0)
+        return self.inner.get_messages(limit)
+
+    async def clear(self) -> None:
+        self.inner.clear()
+
+
+async def test_an_agent_over_an_encrypted_async_store() -> None:
+    store = AsyncStore()
+    session = EncryptedSession(store, EncryptedSession.generate_key())
+    provider = MockProvider(handler=lambda request: f"echo: {request.messages[-1].content}")
+    agent = Agent("A", model="m", provider=provider, session=session)
+    result = await Runner().run(agent, message=SECRET)
+    assert result.content == f"echo: {SECRET}"
+    assert [m.content for m in await session.get_messages()] == [SECRET, f"echo: {SECRET}"]
+    assert all("4242" not in m.content for m in store.inner.get_messages())
+    await session.clear()
+    assert await session.get_messages() == ()

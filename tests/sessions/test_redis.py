@@ -1,0 +1,386 @@
+"""RedisSession and AsyncRedisSession against the real Redis server (skipped when it is down)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import redis as redis_module
+
+from aniki import CorruptStoreError, Message, SchemaVersionError, StoreUnavailableError, UserError
+from aniki.sessions import _redis_core
+from aniki.sessions.redis import AsyncRedisSession, RedisSession
+from aniki.testing.conformance import SessionConformance, SessionFactory
+
+from ..servers import delete_redis_prefix, redis_url, unique_name
+from .stores import Opener, counting
+
+pytestmark = pytest.mark.redis
+
+
+class TestRedisConformance(SessionConformance):
+    session_class: type = RedisSession
+
+    def setup_method(self, method: object) -> None:
+        super().setup_method(method)
+        self.prefix = unique_name("aniki-test") + ":"
+
+    def teardown_method(self, method: object) -> None:
+        try:
+            super().teardown_method(method)
+        finally:
+            delete_redis_prefix(self.prefix)
+
+    def session_factory(self) -> SessionFactory:
+        return functools.partial(self.session_class, url=redis_url(), prefix=self.prefix)
+
+
+class TestAsyncRedisConformance(TestRedisConformance):
+    session_class = AsyncRedisSession
+
+
+@pytest.fixture
+def prefix() -> Iterator[str]:
+    redis_url()
+    name = unique_name("aniki-test") + ":"
+    yield name
+    delete_redis_prefix(name)
+
+
+@pytest.fixture(params=[RedisSession, AsyncRedisSession], ids=["sync", "async"])
+def store(request: pytest.FixtureRequest, prefix: str) -> Iterator[Opener]:
+    opener = Opener(request.param, url=redis_url(), prefix=prefix)
+    yield opener
+    opener.close()
+
+
+@pytest.fixture
+def client() -> Iterator[redis_module.Redis]:
+    connection = redis_module.Redis.from_url(redis_url())
+    yield connection
+    connection.close()
+
+
+def keys_of(prefix: str, session_id: str) -> list[bytes]:
+    base = f"{prefix}{{{session_id}}}".encode()
+    return [base + b":msgs", base + b":info", base + b":meta", base + b":batches"]
+
+
+# --- incremental reads ----------------------------------------------------------------
+
+
+def test_a_cached_reader_decodes_only_new_messages(
+    store: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, writer = store.open("s"), store.open("s")
+    store.add(writer, *[f"m{i}" for i in range(50)])
+    assert len(store.read(reader)) == 50
+    decoded = counting(monkeypatch, _redis_core, "decode_message")
+    store.add(writer, "new 1", "new 2")
+    assert store.read(reader)[-3:] == ["m49", "new 1", "new 2"]
+    assert len(decoded) == 2
+    assert store.read(reader, limit=1) == ["new 2"]
+    assert len(decoded) == 2
+    # The writer already holds what it wrote: reading it back decodes nothing.
+    assert len(store.read(writer)) == 52
+    assert len(decoded) == 2
+
+
+def test_a_clear_and_refill_by_another_instance_replaces_the_cache(store: Opener) -> None:
+    reader, writer = store.open("s"), store.open("s")
+    store.add(writer, "a", "b", "c")
+    assert store.read(reader) == ["a", "b", "c"]
+    store.call(writer, "clear")
+    store.add(writer, "x", "y", "z", "w")
+    assert store.read(reader) == ["x", "y", "z", "w"]
+
+
+def test_a_batch_larger_than_one_script_chunk_round_trips(store: Opener) -> None:
+    session = store.open("big")
+    batch = [{"role": "user", "content": f"{i}"} for i in range(2500)]
+    store.call(session, "add_messages", batch)
+    assert store.read(store.open("big")) == [str(i) for i in range(2500)]
+
+
+# --- TTL --------------------------------------------------------------------------------
+
+
+def test_ttl_applies_to_every_key_and_every_write_refreshes_it(
+    store: Opener, prefix: str, client: redis_module.Redis
+) -> None:
+    session = store.open("t", ttl=timedelta(minutes=5))
+    store.add(session, "hi")
+    store.call(session, "set_meta", "summary", "short")
+    keys = keys_of(prefix, "t")
+    for key in keys:
+        assert 0 < client.pttl(key) <= 300_000, key
+        client.pexpire(key, 1_000)  # as if almost five minutes had passed
+    store.add(session, "again")
+    assert all(client.pttl(key) > 200_000 for key in keys)
+    for key in keys:
+        client.pexpire(key, 1_000)
+    store.call(session, "set_meta", "summary", "longer")
+    assert all(client.pttl(key) > 200_000 for key in keys)
+
+
+def test_without_ttl_nothing_expires(
+    store: Opener, prefix: str, client: redis_module.Redis
+) -> None:
+    session = store.open("t")
+    store.add(session, "hi")
+    store.call(session, "set_meta", "k", 1)
+    assert [client.pttl(key) for key in keys_of(prefix, "t")] == [-1, -1, -1, -1]
+
+
+def test_a_session_expires_after_its_ttl(store: Opener) -> None:
+    session = store.open("short", ttl=0.2)
+    store.add(session, "gone soon")
+    store.call(session, "set_meta", "summary", "gone too")
+    assert store.read(session) == ["gone soon"]
+    time.sleep(0.5)
+    fresh = store.open("short")
+    assert store.read(fresh) == []
+    assert store.read(session) == []  # the cached reader notices too
+    assert store.call(fresh, "get_meta", "summary") is None
+    assert store.call(fresh, "list_sessions") == []
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), "60", True])
+def test_a_bad_ttl_is_refused(ttl: object) -> None:
+    with pytest.raises(UserError, match="ttl"):
+        RedisSession("x", ttl=ttl)  # type: ignore[arg-type]
+
+
+# --- ids, prefixes, listing -------------------------------------------------------------
+
+HOSTILE = ["*", "?", "[", "[a-z]", "a*", "\\", "../../x", "'; DROP TABLE x; --", "{}", "}:info"]
+
+
+def test_glob_and_brace_ids_stay_apart_and_list_exactly(store: Opener) -> None:
+    ids = ["a", "ab", "b", *HOSTILE]
+    for index, session_id in enumerate(ids):
+        store.add(store.open(session_id), *[f"{session_id}#{n}" for n in range(index % 3 + 1)])
+    store.call(store.open("*"), "clear")
+    store.call(store.open("?"), "clear")
+    for index, session_id in enumerate(ids):
+        expected = (
+            [] if session_id in ("*", "?") else [f"{session_id}#{n}" for n in range(index % 3 + 1)]
+        )
+        assert store.read(store.open(session_id)) == expected, session_id
+    listed = store.call(store.open("any"), "list_sessions")
+    counts = {info.id: info.message_count for info in listed}
+    assert counts == {
+        session_id: index % 3 + 1
+        for index, session_id in enumerate(ids)
+        if session_id not in ("*", "?")
+    }
+
+
+def test_nul_and_very_long_ids_are_refused_clearly(store: Opener) -> None:
+    for bad in ["nul\x00id", "x" * 10_000, ""]:
+        with pytest.raises(UserError, match="session id"):
+            store.open(bad)
+
+
+def test_a_prefix_with_glob_characters_lists_only_its_own_sessions(
+    store: Opener, prefix: str
+) -> None:
+    glob_prefix, other_prefix = prefix + "\u00e9*:", prefix + "\u00e9x:"
+    try:
+        store.add(store.open("mine", prefix=glob_prefix), "1")
+        store.add(store.open("theirs", prefix=other_prefix), "2")
+        listed = store.call(store.open("any", prefix=glob_prefix), "list_sessions")
+        assert [info.id for info in listed] == ["mine"]
+    finally:
+        delete_redis_prefix(glob_prefix)
+        delete_redis_prefix(other_prefix)
+
+
+def test_list_sessions_reports_counts_and_last_update(store: Opener) -> None:
+    before = datetime.now(timezone.utc) - timedelta(seconds=5)
+    store.add(store.open("older"), "1", "2")
+    store.add(store.open("newer"), "1")
+    meta_only = store.open("meta only")
+    store.call(meta_only, "set_meta", "k", "v")
+    listed = store.call(store.open("any"), "list_sessions")
+    assert [(info.id, info.message_count) for info in listed] == [("newer", 1), ("older", 2)]
+    assert all(info.updated_at is not None and info.updated_at >= before for info in listed)
+
+
+# --- faults -----------------------------------------------------------------------------
+
+
+def test_keys_holding_foreign_data_raise_corrupt_store_and_stay_untouched(
+    store: Opener, prefix: str, client: redis_module.Redis
+) -> None:
+    msgs, info, *_ = keys_of(prefix, "taken")
+    client.set(msgs, b"not a list")
+    session = store.open("taken")
+    for method, args in [
+        ("add_message", ({"role": "user", "content": "x"},)),
+        ("get_messages", ()),
+        ("clear", ()),
+        ("set_meta", ("k", 1)),
+    ]:
+        with pytest.raises(CorruptStoreError, match="prefix"):
+            store.call(session, method, *args)
+    assert client.get(msgs) == b"not a list"
+    assert not client.exists(info)
+
+
+def test_a_newer_schema_is_refused_and_left_untouched(
+    store: Opener, prefix: str, client: redis_module.Redis
+) -> None:
+    session = store.open("future")
+    store.add(session, "kept")
+    msgs, info, *_ = keys_of(prefix, "future")
+    client.hset(info, "v", 99)
+    fresh = store.open("future")
+    for method, args in [
+        ("get_messages", ()),
+        ("add_message", ({"role": "user", "content": "x"},)),
+        ("clear", ()),
+        ("set_meta", ("k", 1)),
+        ("get_meta", ("k",)),
+    ]:
+        with pytest.raises(SchemaVersionError, match="upgrade aniki"):
+            store.call(fresh, method, *args)
+    assert client.lrange(msgs, 0, -1) == [b'{"role":"user","content":"kept"}']
+
+
+def test_a_corrupt_record_raises_corrupt_store(
+    store: Opener, prefix: str, client: redis_module.Redis
+) -> None:
+    session = store.open("bad")
+    store.add(session, "fine")
+    client.rpush(keys_of(prefix, "bad")[0], b"{not json")
+    with pytest.raises(CorruptStoreError, match="cannot be read"):
+        store.read(store.open("bad"))
+
+
+def test_a_closed_port_raises_store_unavailable_with_the_password_hidden(store: Opener) -> None:
+    session = store.open("x", url="redis://:s3cret-pw@127.0.0.1:1/0")
+    with pytest.raises(StoreUnavailableError) as caught:
+        store.add(session, "hi")
+    text = str(caught.value)
+    assert "cannot reach Redis" in text
+    assert "s3cret-pw" not in text
+    assert "redis://:***@127.0.0.1:1/0" in text
+    assert isinstance(caught.value.__cause__, redis_module.ConnectionError)
+
+
+def test_an_unknown_database_number_raises_store_unavailable(store: Opener) -> None:
+    session = store.open("x", url=redis_url().rsplit("/", 1)[0] + "/12345")
+    with pytest.raises(StoreUnavailableError, match="no database"):
+        store.read(session)
+
+
+def test_a_wrong_password_for_a_user_raises_store_unavailable(
+    store: Opener, client: redis_module.Redis
+) -> None:
+    user = f"aniki-test-{uuid.uuid4().hex[:8]}"
+    client.acl_setuser(
+        user, enabled=True, passwords=["+right-password"], keys="*", commands=["+@all"]
+    )
+    try:
+        host = redis_url().split("://", 1)[1]
+        session = store.open("x", url=f"redis://{user}:wrong-password@{host}")
+        with pytest.raises(StoreUnavailableError, match="refused the credentials") as caught:
+            store.add(session, "hi")
+        assert "wrong-password" not in str(caught.value)
+        assert isinstance(caught.value.__cause__, redis_module.AuthenticationError)
+        good = store.open("x", url=f"redis://{user}:right-password@{host}")
+        store.add(good, "hi")
+        assert store.read(good) == ["hi"]
+    finally:
+        client.acl_deluser(user)
+
+
+def test_a_password_sent_to_a_server_without_one(store: Opener) -> None:
+    # The default user of a Redis without a password accepts any password with the current
+    # protocol (RESP3 HELLO); the legacy AUTH command refuses it, and that error is clear.
+    host = redis_url().split("://", 1)[1]
+    accepted = store.open("x", url=f"redis://:anything@{host}")
+    store.add(accepted, "hi")
+    assert store.read(accepted) == ["hi"]
+    legacy = store.open("x", url=f"redis://:anything@{host}?protocol=2")
+    with pytest.raises(StoreUnavailableError, match="refused the credentials") as caught:
+        store.read(legacy)
+    assert "anything" not in str(caught.value)
+
+
+def test_an_invalid_url_is_refused_clearly() -> None:
+    with pytest.raises(UserError, match=r"invalid Redis URL 'http://:\*\*\*@host'"):
+        RedisSession("x", "http://:pw@host")
+
+
+def test_a_missing_redis_package_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(UserError, match=r"pip install 'aniki-sdk\[redis\]'"):
+        RedisSession("x")
+    with pytest.raises(UserError, match=r"pip install 'aniki-sdk\[redis\]'"):
+        AsyncRedisSession("x")
+
+
+# --- clients ------------------------------------------------------------------------------
+
+
+def test_a_passed_client_is_used_and_left_open(prefix: str) -> None:
+    client = redis_module.Redis.from_url(redis_url(), decode_responses=True)
+    try:
+        with RedisSession("c", prefix=prefix, client=client) as session:
+            session.add_message({"role": "user", "content": "h\u00e9"})
+            session.set_meta("k", [1])
+            assert [m.content for m in session.get_messages()] == ["h\u00e9"]
+            assert session.get_meta("k") == [1]
+            assert [i.id for i in session.list_sessions()] == ["c"]
+            assert "127.0.0.1" in repr(session)
+        assert client.ping()
+    finally:
+        client.close()
+
+
+async def test_an_async_passed_client_is_used_and_left_open(prefix: str) -> None:
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(redis_url())
+    try:
+        async with AsyncRedisSession("c", prefix=prefix, client=client) as session:
+            await session.add_message({"role": "user", "content": "hi"})
+            assert [m.content for m in await session.get_messages()] == ["hi"]
+        assert await client.ping()
+    finally:
+        await client.aclose()
+
+
+def test_the_scan_pattern_escapes_glob_characters_of_the_prefix() -> None:
+    core = _redis_core.RedisCore("x", store="test", prefix="a*?[b]\\:", ttl=None)
+    step = next(core.list_sessions())
+    assert isinstance(step, _redis_core.Pipeline)
+    assert step.commands[0][3] == b"a\\*\\?\\[b\\]\\\\:{*}:info"
+
+
+def test_an_append_resent_by_the_client_is_stored_once(
+    prefix: str, client: redis_module.Redis
+) -> None:
+    # redis-py resends a command whose reply was lost (timeout, dropped connection).
+    core = _redis_core.RedisCore("resent", store="test", prefix=prefix, ttl=None)
+    other = RedisSession("resent", redis_url(), prefix=prefix)
+    step = next(core.append([Message(role="user", content="once")]))
+    assert isinstance(step, _redis_core.Eval)
+    for _ in range(2):
+        client.eval(step.script.source, len(step.keys), *step.keys, *step.args)
+        other.add_message({"role": "user", "content": "from another writer"})
+    assert [m.content for m in other.get_messages()] == [
+        "once",
+        "from another writer",
+        "from another writer",
+    ]
+    other.close()

@@ -1,0 +1,81 @@
+"""Every example runs offline, as a user runs it, and prints what it promises."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+EXPECTED = {
+    "first_agent.py": ["You told me: 'My name is Lalit.'", "4 messages in the session"],
+    "sessions.py": ["assistant: This is message 1", "stored: example-conversation with 2"],
+    "policies.py": ["tokens of history sent"],
+    "streaming.py": ["Once upon a time", "['user', 'assistant', 'user']"],
+    "tools.py": ["get_weather", "validated output: Forecast(city='Oslo'"],
+    "providers.py": ["No provider is configured"],
+}
+
+
+def offline_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+
+
+def test_every_example_is_covered() -> None:
+    scripts = {p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith(("_", "test_"))}
+    assert scripts == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_runs_offline(name: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), str(tmp_path / "example.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=offline_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    for expected in EXPECTED[name]:
+        assert expected in done.stdout
+
+
+def test_the_sessions_example_continues_after_a_restart(tmp_path: Path) -> None:
+    def run() -> str:
+        return subprocess.run(
+            [sys.executable, str(EXAMPLES / "sessions.py"), str(tmp_path / "s.db")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            env=offline_env(),
+        ).stdout
+
+    run()
+    assert "2 messages stored before this run" in run()
+
+
+def test_the_testing_example_passes_under_pytest(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(EXAMPLES / "test_my_agent.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=offline_env(),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout

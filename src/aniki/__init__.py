@@ -14,6 +14,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._run.streaming import StreamedRun
 from .agent import Agent
 from .context import Context
@@ -51,22 +53,39 @@ from .messages import Message, MessageLike, Role, ToolCall
 from .providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, ToolDefinition
 from .result import RunResult
 from .runner import Runner
+from .sessions import (
+    EncryptedSession,
+    FileSession,
+    SQLiteSession,
+    SummarizingSession,
+    TokenBudgetSession,
+    WindowedSession,
+    open_session,
+)
 from .sessions.base import AsyncSession, Session, SessionInfo
 from .sessions.memory import InMemorySession
 from .tools import Tool, tool
 from .usage import Usage
+
+if TYPE_CHECKING:
+    from .sessions.postgres import AsyncPostgresSession, PostgresSession
+    from .sessions.redis import AsyncRedisSession, RedisSession
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
     "AnikiError",
+    "AsyncPostgresSession",
+    "AsyncRedisSession",
     "AsyncSession",
     "AuthenticationError",
     "BadRequestError",
     "Context",
     "ContextWindowExceededError",
     "CorruptStoreError",
+    "EncryptedSession",
+    "FileSession",
     "InMemorySession",
     "MaxTurnsExceeded",
     "Memory",
@@ -76,16 +95,19 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "OutputValidationError",
+    "PostgresSession",
     "Provider",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "RedisSession",
     "Role",
     "RunCompleted",
     "RunResult",
     "RunTimeoutError",
     "Runner",
+    "SQLiteSession",
     "SchemaVersionError",
     "Session",
     "SessionInfo",
@@ -95,7 +117,9 @@ __all__ = [
     "StreamInterruptedError",
     "StreamRestarted",
     "StreamedRun",
+    "SummarizingSession",
     "TextDelta",
+    "TokenBudgetSession",
     "Tool",
     "ToolCall",
     "ToolCallCompleted",
@@ -105,5 +129,20 @@ __all__ = [
     "Usage",
     "UserError",
     "ValidationError",
+    "WindowedSession",
+    "open_session",
     "tool",
 ]
+
+
+# Stores whose driver is an optional extra are imported on first use, so that
+# `import aniki` never imports redis or psycopg.
+_LAZY = {"AsyncPostgresSession", "AsyncRedisSession", "PostgresSession", "RedisSession"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import sessions
+
+        return getattr(sessions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -64,13 +64,16 @@ def test_another_applications_database_is_refused_and_left_alone(tmp_path: Path)
 def test_a_store_written_by_a_newer_aniki_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "chat.db"
     _aniki_store(path, "hello")
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {db_module.schema_version() + 1}")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA user_version = {db_module.schema_version() + 1}").close()
+    # Leave no WAL behind, so the bytes on disk are the whole store.
+    assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
     conn.close()
     before = path.read_bytes()
     with pytest.raises(SchemaVersionError, match="upgrade aniki"):
         SQLiteSession("s", path).get_messages()
     assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chat.db"]
 
 
 def test_an_older_store_is_migrated_in_place(
@@ -296,6 +299,18 @@ def test_close_releases_and_the_session_stays_usable(tmp_path: Path) -> None:
     session.add_message(_user("b"))
     assert session.get_messages() == (_user("a"), _user("b"))
     assert repr(session) == f"SQLiteSession(id='s', path={str(path)!r})"
+
+
+def test_dropping_the_last_session_of_a_file_closes_its_connection(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    session = SQLiteSession("s", path)
+    session.add_message(_user("a"))
+    del session  # no gc.collect(): it must not wait for the garbage collector
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:  # switching the journal mode needs every other connection closed
+        assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("durability", ["off", "normal", "full"])

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
 
@@ -86,6 +86,15 @@ _SYNCHRONOUS: dict[Durability, str] = {"off": "OFF", "normal": "NORMAL", "full":
 _HEADER = b"SQLite format 3\x00"
 
 
+_INHERITED: list[sqlite3.Connection] = []
+"""Connections a forked child inherited: kept, never used or closed (that is the parent's job)."""
+
+
+def _close(conn: sqlite3.Connection) -> None:
+    with suppress(sqlite3.Error):
+        conn.close()
+
+
 def schema_version() -> int:
     """The schema version this aniki writes."""
     return len(MIGRATIONS)
@@ -102,13 +111,21 @@ class Database:
         self._timeout = timeout
         self._forks = -1
         self._conn: sqlite3.Connection | None = None
+        self._closer: weakref.finalize[[sqlite3.Connection], Database] | None = None
 
     @property
     def conn(self) -> sqlite3.Connection:
         """The open connection (opened, checked and migrated on first use)."""
         if self._forks != fork_count() or self._conn is None:
-            self._conn = self._open()  # a forked child never uses its parent's connection
-            self._forks = fork_count()
+            if self._conn is not None:  # the parent's, inherited through fork: never touch it
+                if self._closer is not None:
+                    self._closer.detach()
+                _INHERITED.append(self._conn)
+            conn = self._open()
+            self._conn, self._forks = conn, fork_count()
+            # A connection sits in a reference cycle with its statement cache, so without this
+            # it would stay open (holding WAL locks) until the garbage collector ran.
+            self._closer = weakref.finalize(self, _close, conn)
         return self._conn
 
     @contextmanager
@@ -228,9 +245,9 @@ class Database:
     def close(self) -> None:
         """Close the connection (it reopens on next use)."""
         with self.lock:
-            if self._conn is not None and self._forks == fork_count():
-                self._conn.close()
-            self._conn = None
+            if self._closer is not None and self._forks == fork_count():
+                self._closer()
+            self._conn, self._closer = None, None
 
     def _open(self) -> sqlite3.Connection:
         _check_header(self.path, self.label)

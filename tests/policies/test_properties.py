@@ -91,6 +91,6 @@ async def replay_summaries(kind: str, history: list[Message], max_tokens: int) -
 
 
 @settings(max_examples=60, deadline=None)
-@given(histories(max_turns=8), st.integers(min_value=60, max_value=400), store_kinds)
+@given(histories(max_turns=8), st.integers(min_value=20, max_value=400), store_kinds)
 def test_summarizing_session(history: list[Message], max_tokens: int, kind: str) -> None:
     asyncio.run(replay_summaries(kind, tagged(history), max_tokens))

@@ -177,10 +177,19 @@ def chunk_ends(messages: Sequence[Message], cost: Cost, budget: int) -> list[int
 
 
 def fit_text(text: str, max_tokens: int, measure: Callable[[str], int]) -> str:
-    """``text``, shortened at the end until ``measure`` puts it at ``max_tokens`` or under."""
-    size = measure(text)
-    while size > max_tokens and text:
-        keep = min(len(text) - 1, int(len(text) * max_tokens / size * 0.95))
-        text = text[: max(keep, 0)].rstrip() + " [...]" if keep > 0 else ""
-        size = measure(text)
-    return text
+    """``text``, or its longest prefix (ending in ``[...]``) that ``measure`` puts at
+    ``max_tokens`` or under; ``""`` when not even that fits."""
+    if measure(text) <= max_tokens:
+        return text
+    fits, too_long = 0, len(text)
+    while too_long - fits > 1:  # binary search on the prefix length
+        middle = (fits + too_long) // 2
+        if measure(_cut(text, middle)) <= max_tokens:
+            fits = middle
+        else:
+            too_long = middle
+    return _cut(text, fits) if fits and measure(_cut(text, fits)) <= max_tokens else ""
+
+
+def _cut(text: str, length: int) -> str:
+    return text[:length].rstrip() + " [...]"

@@ -53,23 +53,25 @@ from .messages import Message, MessageLike, Role, ToolCall
 from .providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, ToolDefinition
 from .result import RunResult
 from .runner import Runner
-from .sessions import (
-    EncryptedSession,
-    FileSession,
-    SQLiteSession,
-    SummarizingSession,
-    TokenBudgetSession,
-    WindowedSession,
-    open_session,
-)
 from .sessions.base import AsyncSession, Session, SessionInfo
 from .sessions.memory import InMemorySession
 from .tools import Tool, tool
 from .usage import Usage
 
 if TYPE_CHECKING:
-    from .sessions.postgres import AsyncPostgresSession, PostgresSession
-    from .sessions.redis import AsyncRedisSession, RedisSession
+    from .sessions import (
+        AsyncPostgresSession,
+        AsyncRedisSession,
+        EncryptedSession,
+        FileSession,
+        PostgresSession,
+        RedisSession,
+        SQLiteSession,
+        SummarizingSession,
+        TokenBudgetSession,
+        WindowedSession,
+        open_session,
+    )
 
 __version__ = "0.1.0"
 
@@ -135,14 +137,28 @@ __all__ = [
 ]
 
 
-# Stores whose driver is an optional extra are imported on first use, so that
-# `import aniki` never imports redis or psycopg.
-_LAZY = {"AsyncPostgresSession", "AsyncRedisSession", "PostgresSession", "RedisSession"}
+# The stores and policies are imported on first use: `import aniki` stays fast, and never
+# imports redis or psycopg.
+_LAZY = {
+    "AsyncPostgresSession",
+    "AsyncRedisSession",
+    "EncryptedSession",
+    "FileSession",
+    "PostgresSession",
+    "RedisSession",
+    "SQLiteSession",
+    "SummarizingSession",
+    "TokenBudgetSession",
+    "WindowedSession",
+    "open_session",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         from . import sessions
 
-        return getattr(sessions, name)
+        value = getattr(sessions, name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

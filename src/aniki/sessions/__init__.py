@@ -1,7 +1,7 @@
 """Where conversation history lives: the session protocols, the stores, and history policies.
 
-Stores whose driver is an optional extra (Redis, PostgreSQL) are imported on first access,
-so ``import aniki`` never imports ``redis`` or ``psycopg``.
+Everything but the protocols and ``InMemorySession`` is imported on first access: ``import
+aniki`` stays fast, and never imports ``redis`` or ``psycopg``.
 """
 
 from __future__ import annotations
@@ -9,21 +9,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._codec import Durability
-from ._summary import Summary
 from .base import AsyncSession, Session, SessionInfo
-from .budget import TokenBudgetSession
-from .encrypted import DecryptionError, EncryptedSession
-from .file import FileSession, FileStore
 from .memory import InMemorySession
-from .sqlite import SQLiteSession, SQLiteStore
-from .summarizing import SummarizingSession
-from .url import list_sessions, open_session
-from .windowed import WindowedSession
 
 if TYPE_CHECKING:
+    from ._codec import Durability
+    from ._summary import Summary
+    from .budget import TokenBudgetSession
+    from .encrypted import DecryptionError, EncryptedSession
+    from .file import FileSession, FileStore
     from .postgres import AsyncPostgresSession, PostgresSession
     from .redis import AsyncRedisSession, RedisSession
+    from .sqlite import SQLiteSession, SQLiteStore
+    from .summarizing import SummarizingSession
+    from .url import list_sessions, open_session
+    from .windowed import WindowedSession
 
 __all__ = [
     "AsyncPostgresSession",
@@ -55,8 +55,21 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "AsyncPostgresSession": ".postgres",
     "AsyncRedisSession": ".redis",
+    "DecryptionError": ".encrypted",
+    "Durability": "._codec",
+    "EncryptedSession": ".encrypted",
+    "FileSession": ".file",
+    "FileStore": ".file",
     "PostgresSession": ".postgres",
     "RedisSession": ".redis",
+    "SQLiteSession": ".sqlite",
+    "SQLiteStore": ".sqlite",
+    "Summary": "._summary",
+    "SummarizingSession": ".summarizing",
+    "TokenBudgetSession": ".budget",
+    "WindowedSession": ".windowed",
+    "list_sessions": ".url",
+    "open_session": ".url",
 }
 
 

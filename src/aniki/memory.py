@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .messages import Message, MessageLike, to_message
+from .errors import UserError
+from .messages import Message, MessageLike, to_message, to_messages
 
 __all__ = ["Memory"]
 
@@ -25,7 +26,7 @@ class Memory:
     __slots__ = ("_messages",)
 
     def __init__(self, messages: Iterable[MessageLike] = ()) -> None:
-        self._messages: list[Message] = [to_message(m) for m in messages]
+        self._messages: list[Message] = to_messages(messages)
 
     def add_message(self, message: MessageLike) -> None:
         """Validate ``message`` and append it."""
@@ -33,13 +34,14 @@ class Memory:
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message first, then append them all: all or nothing."""
-        batch = [to_message(m) for m in messages]
-        self._messages.extend(batch)
+        self._messages.extend(to_messages(messages))
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """A snapshot of the messages in order; with ``limit``, only the most recent ``limit``."""
         if limit is None:
             return tuple(self._messages)
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise UserError(f"limit must be an int or None, got {type(limit).__name__}")
         if limit <= 0:
             return ()
         return tuple(self._messages[-limit:])

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from .errors import ValidationError
 
-__all__ = ["Message", "MessageLike", "Role", "ToolCall", "to_message"]
+__all__ = ["Message", "MessageLike", "Role", "ToolCall", "to_message", "to_messages"]
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
@@ -24,9 +24,21 @@ _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 _TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
 
 
+def _shown(value: object) -> str:
+    """``value`` for an error message: short, and safe for any input (huge, deeply nested)."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    # The repr of a hostile container can be huge or recurse too deeply: name the type only.
+    return f"a {type(value).__name__}"
+
+
 def _check_text(value: object, where: str, *, field: str) -> str:
     if not isinstance(value, str):
         raise ValidationError(f"{where} must be a string, got {type(value).__name__}", field=field)
+    if value.isascii():  # no surrogates possible; spares encoding a long text
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -80,8 +92,7 @@ class ToolCall:
         unknown = set(data) - _TOOL_CALL_KEYS
         if unknown:
             raise ValidationError(
-                f"unknown tool call key(s) {sorted(map(str, unknown))}; "
-                f"allowed: {sorted(_TOOL_CALL_KEYS)}",
+                f"unknown tool call key(s) {_keys(unknown)}; allowed: {sorted(_TOOL_CALL_KEYS)}",
                 field="tool_calls",
             )
         missing = {"id", "name"} - set(data)
@@ -115,7 +126,7 @@ class Message:
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or self.role not in ROLES:
             raise ValidationError(
-                f"role must be one of {sorted(ROLES)}, got {self.role!r}", field="role"
+                f"role must be one of {sorted(ROLES)}, got {_shown(self.role)}", field="role"
             )
         _check_text(self.content, "content", field="content")
         calls = self.tool_calls
@@ -180,18 +191,24 @@ class Message:
         unknown = set(data) - _MESSAGE_KEYS
         if unknown:
             raise ValidationError(
-                f"unknown message key(s) {sorted(map(str, unknown))}; "
-                f"allowed: {sorted(_MESSAGE_KEYS)}",
-                field=str(min(map(str, unknown))),
+                f"unknown message key(s) {_keys(unknown)}; allowed: {sorted(_MESSAGE_KEYS)}",
+                field=min(key if isinstance(key, str) else _shown(key) for key in unknown),
             )
         if "role" not in data:
             raise ValidationError("a message needs a role", field="role")
+        # JSON null counts as absent; any other value is validated (0 or "" is not a list).
+        calls = data.get("tool_calls")
         return cls(
             role=data["role"],
             content=data.get("content", ""),
-            tool_calls=data.get("tool_calls") or (),
+            tool_calls=() if calls is None else calls,
             tool_call_id=data.get("tool_call_id"),
         )
+
+
+def _keys(keys: Iterable[object]) -> str:
+    shown = sorted(_shown(key) for key in keys)
+    return ", ".join(shown[:5]) + (f" (+{len(shown) - 5} more)" if len(shown) > 5 else "")
 
 
 MessageLike: TypeAlias = "Message | Mapping[str, Any]"
@@ -203,3 +220,17 @@ def to_message(message: MessageLike) -> Message:
     if isinstance(message, Message):
         return message
     return Message.from_dict(message)
+
+
+def to_messages(messages: Iterable[MessageLike]) -> list[Message]:
+    """Validate a whole batch before anything is stored: the first bad message raises.
+
+    Refuses, with :class:`~aniki.ValidationError`, a single message or anything else that is
+    not an iterable of messages (a string or a mapping would otherwise be walked item by item).
+    """
+    if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(messages, Iterable):
+        raise ValidationError(
+            f"add_messages() takes an iterable of messages, got {type(messages).__name__}; "
+            "use add_message() for a single message"
+        )
+    return [to_message(message) for message in messages]

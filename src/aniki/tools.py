@@ -99,10 +99,17 @@ class Tool:
     def _parse_arguments(self, raw: str) -> dict[str, Any]:
         try:
             data = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:
+            # JSONDecodeError is a ValueError; so is a number too long to convert, and
+            # absurd nesting raises RecursionError: all are the model's mistake to correct.
+            reason = (
+                f"{exc.msg} at position {exc.pos}"
+                if isinstance(exc, json.JSONDecodeError)
+                else ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200])
+            )
             raise _BadArguments(
-                f"Error: the arguments for {self.name!r} are not valid JSON ({exc.msg} at "
-                f"position {exc.pos}). Call it again with a JSON object matching its schema."
+                f"Error: the arguments for {self.name!r} are not valid JSON ({reason}). "
+                "Call it again with a JSON object matching its schema."
             ) from None
         if not isinstance(data, dict):
             raise _BadArguments(

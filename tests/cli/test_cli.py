@@ -210,16 +210,19 @@ async def test_chat_ctrl_c_stops_a_reply_and_keeps_only_the_user_message(tmp_pat
         loop = asyncio.get_running_loop()
         os.set_blocking(master, False)
         screen = b""
+        seen = 0
 
         async def read_until(marker: bytes) -> None:
-            nonlocal screen
+            """Wait for ``marker`` to appear in output not read by an earlier call."""
+            nonlocal screen, seen
             deadline = loop.time() + 30
-            while marker not in screen:
+            while marker not in screen[seen:]:
                 assert loop.time() < deadline, screen.decode(errors="replace")
                 try:
                     screen += os.read(master, 4096)
                 except BlockingIOError:
                     await asyncio.sleep(0.02)
+            seen = screen.index(marker, seen) + len(marker)
 
         await read_until(b"you>")
         os.write(master, b"tell me a story\r")

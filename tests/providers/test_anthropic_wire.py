@@ -341,3 +341,15 @@ def test_a_stream_without_message_stop_is_incomplete() -> None:
 def test_malformed_events_are_rejected(event: Any) -> None:
     with pytest.raises(MalformedReply):
         EventAccumulator().feed(event)
+
+
+def test_a_window_opening_on_an_assistant_turn_gets_a_user_turn_first() -> None:
+    history = (
+        Message("system", "Summary of the earlier conversation: the user is Ana."),
+        Message("assistant", "Hello again, Ana."),
+        Message("user", "What's my name?"),
+    )
+    system, wire = messages_to_wire(history)
+    assert system == "Summary of the earlier conversation: the user is Ana."
+    assert [turn["role"] for turn in wire] == ["user", "assistant", "user"]
+    assert wire[0]["content"] == [{"type": "text", "text": "(earlier conversation omitted)"}]

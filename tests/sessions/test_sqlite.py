@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -323,3 +324,28 @@ def test_each_durability_sets_the_matching_synchronous_mode(
     expected = {"off": 0, "normal": 1, "full": 2}[durability]
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == expected
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aniki.sessions.sqlite as sqlite_module
+
+    path = tmp_path / "tail.db"
+    writer = SQLiteSession("long", path=path)
+    writer.add_messages({"role": "user", "content": f"m{i}"} for i in range(1000))
+    writer.close()
+    decoded: list[str] = []
+    real = sqlite_module.decode_message
+
+    def counting(body: str, **kwargs: Any) -> Any:
+        decoded.append(body)
+        return real(body, **kwargs)
+
+    monkeypatch.setattr(sqlite_module, "decode_message", counting)
+    reader = SQLiteSession("long", path=path)
+    assert [m.content for m in reader.get_messages(limit=3)] == ["m997", "m998", "m999"]
+    assert len(decoded) == 3
+    assert reader.get_messages(limit=0) == ()
+    assert len(reader.get_messages()) == 1000  # a full read still sees everything
+    assert [m.content for m in reader.get_messages(limit=2)] == ["m998", "m999"]

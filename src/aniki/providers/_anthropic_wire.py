@@ -55,7 +55,7 @@ def tool_input(arguments: str) -> dict[str, Any]:
     """
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to decode
         value = None
     return value if isinstance(value, dict) else {"raw_arguments": arguments}
 
@@ -75,6 +75,10 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
+EARLIER = "(earlier conversation omitted)"
+"""The user turn put first when a history window starts with the assistant."""
+
+
 def messages_to_wire(messages: tuple[Message, ...]) -> tuple[Any, list[dict[str, Any]]]:
     """``(system, messages)`` for the request; ``system`` is ``None`` when there is none."""
     system = [message.content for message in messages if message.role == "system"]
@@ -91,6 +95,10 @@ def messages_to_wire(messages: tuple[Message, ...]) -> tuple[Any, list[dict[str,
     for turn in wire:
         # The API wants a user turn's tool results before its text.
         turn["content"].sort(key=lambda block: block["type"] != "tool_result")
+    if wire and wire[0]["role"] == "assistant":
+        # A history policy may keep a window that opens on an assistant turn; the API
+        # requires the conversation to open with a user turn.
+        wire.insert(0, {"role": "user", "content": [{"type": "text", "text": EARLIER}]})
     if not system:
         return None, wire
     if len(system) == 1:
@@ -186,6 +194,11 @@ def _usage(data: Any) -> Usage | None:
     )
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    # Usage is informational: a server that sends something else for it still gave a reply.
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
 def _text(value: Any, what: str) -> str:
     if value is None:
         return ""
@@ -252,7 +265,7 @@ class EventAccumulator:
         if kind == "message_start":
             message = require_mapping(event.get("message"), "message_start.message")
             self._model = message.get("model") if isinstance(message.get("model"), str) else None
-            self._start_usage = dict(message.get("usage") or {})
+            self._start_usage = _mapping(message.get("usage"))
         elif kind == "content_block_start":
             return self._start_block(event)
         elif kind == "content_block_delta":
@@ -260,7 +273,7 @@ class EventAccumulator:
         elif kind == "message_delta":
             delta = require_mapping(event.get("delta") or {}, "message_delta.delta")
             self._stop_reason = delta.get("stop_reason", self._stop_reason)
-            self._end_usage.update(event.get("usage") or {})
+            self._end_usage.update(_mapping(event.get("usage")))
         elif kind == "message_stop":
             self.stopped = True
         # ping, content_block_stop and event types added later carry nothing aniki keeps

@@ -9,14 +9,13 @@ the stream breaks, is malformed, or ends before the vendor's end-of-reply marker
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from typing import Any, Protocol
 
 from ..errors import ProviderError, UserError
 from ..events import TextDelta
-from ._errors import ErrorContext, VendorErrors, redact, stream_interrupted, translate
-from ._stream import MalformedReply, describe_stream_failure, guarded
+from ._errors import ErrorContext, VendorErrors, redact, scrub, stream_interrupted, translate
+from ._stream import MalformedReply, describe_stream_failure, guarded, undecodable_json
 from .base import ModelResponse, ModelStreamEvent
 
 __all__ = ["Accumulator", "VendorStream", "complete_call", "plain", "stream_call"]
@@ -55,17 +54,19 @@ async def _open(call: Awaitable[Any], ctx: ErrorContext, vendor: VendorErrors) -
         return await call
     except vendor.base as exc:
         raise translate(exc, ctx, vendor) from exc
-    except json.JSONDecodeError as exc:
-        raise ProviderError(
-            f"{ctx.provider}: the reply is not valid JSON ({exc}); is base_url pointing at a "
-            "compatible server?",
-            provider=ctx.provider,
-        ) from exc
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
+        if undecodable_json(exc):
+            raise ProviderError(
+                f"{ctx.provider}: the reply is not valid JSON ({redact(str(exc), ctx.secret)}); "
+                "is base_url pointing at a compatible server?",
+                provider=ctx.provider,
+            ) from scrub(exc, ctx.secret)
+        if isinstance(exc, RecursionError):
+            raise
         # The clients check some arguments themselves before sending anything.
         raise UserError(
             f"{ctx.provider}: the client refused the request: {redact(str(exc), ctx.secret)}"
-        ) from exc
+        ) from scrub(exc, ctx.secret)
 
 
 async def complete_call(
@@ -80,11 +81,11 @@ async def complete_call(
         return parse(plain(reply))
     except MalformedReply as exc:
         raise ProviderError(
-            f"{ctx.provider}: the reply does not have the documented shape ({exc}); is "
-            "base_url pointing at a compatible server?",
+            f"{ctx.provider}: the reply does not have the documented shape "
+            f"({redact(str(exc), ctx.secret)}); is base_url pointing at a compatible server?",
             provider=ctx.provider,
             body=redact(plain(reply), ctx.secret),
-        ) from exc
+        ) from scrub(exc, ctx.secret)
 
 
 async def stream_call(
@@ -101,6 +102,7 @@ async def stream_call(
     """
 
     def interrupted(exc: BaseException) -> ProviderError:
+        scrub(exc, ctx.secret)  # it becomes the __cause__
         body = getattr(exc, "body", None)
         return stream_interrupted(describe_stream_failure(exc, vendor), ctx, body=body)
 

@@ -19,11 +19,13 @@ a stream that broke part-way            ``StreamInterruptedError``
 =====================================  ==========================================
 
 The API key never appears in an error: messages are composed here, and the server's own
-text and body are scrubbed of the key in case a server echoes it.
+text and body are scrubbed of the key in case a server echoes it. So are the vendor's
+exceptions kept as ``__cause__`` (:func:`scrub`), which every traceback prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import math
 import re
@@ -53,6 +55,7 @@ __all__ = [
     "missing_key_error",
     "parse_retry_after",
     "redact",
+    "scrub",
     "server_message",
     "stream_interrupted",
     "translate",
@@ -117,18 +120,55 @@ def redact(value: Any, secret: str | None) -> Any:
     return value
 
 
+def scrub(exc: BaseException, secret: str | None) -> BaseException:
+    """``exc``, with ``secret`` taken out of its text and body and those of every exception
+    chained to it; returned for ``raise ... from scrub(exc, secret)``.
+
+    A vendor exception becomes the ``__cause__`` of the aniki error, so a traceback or an
+    error reporter prints it: a server that echoes the key (some put it in a 401 body) must
+    not put it there either.
+    """
+    if not secret:
+        return exc
+    pending: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while pending:
+        node = pending.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        node.args = tuple(redact(arg, secret) for arg in node.args)
+        for name in ("message", "body"):
+            value = getattr(node, name, None)
+            if isinstance(value, (str, Mapping, list, tuple)):
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(node, name, redact(value, secret))
+        pending += [node.__cause__, node.__context__]
+    return exc
+
+
+_MAX_SERVER_TEXT = 500
+"""Characters of a server's own explanation an error message quotes (the body keeps it all)."""
+
+
 def server_message(body: Any) -> str | None:
-    """The human-readable text of an error body, in either vendor's shape."""
+    """The human-readable text of an error body, in either vendor's shape (cut short)."""
     node = body
     for _ in range(2):  # {"error": {"message": ...}} or {"message": ...}
         if isinstance(node, Mapping):
             message = node.get("message")
             if isinstance(message, str) and message:
-                return message
+                return _cut(message)
             node = node.get("error")
         elif isinstance(node, str) and node.strip():
-            return node.strip()[:500]
+            return _cut(node.strip())
     return None
+
+
+def _cut(text: str) -> str:
+    if len(text) <= _MAX_SERVER_TEXT:
+        return text
+    return f"{text[:_MAX_SERVER_TEXT]}... ({len(text)} characters)"
 
 
 def _body_codes(body: Any) -> list[str]:
@@ -186,6 +226,7 @@ def missing_key_error(ctx: ErrorContext, *, hint: str = "") -> AuthenticationErr
 
 def client_build_error(exc: BaseException, ctx: ErrorContext) -> UserError:
     """The error for options the vendor client refused when it was being built."""
+    scrub(exc, ctx.secret)
     return UserError(
         f"{ctx.provider}: the client could not be built with these options: "
         f"{redact(str(exc), ctx.secret)}"
@@ -246,7 +287,11 @@ def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
 
 
 def translate(exc: BaseException, ctx: ErrorContext, vendor: VendorErrors) -> ProviderError:
-    """The aniki error for an exception a vendor client raised (``raise ... from exc``)."""
+    """The aniki error for an exception a vendor client raised (``raise ... from exc``).
+
+    ``exc`` (and what is chained to it) is scrubbed of the key as well.
+    """
+    scrub(exc, ctx.secret)
     if isinstance(exc, vendor.status):
         status = getattr(exc, "status_code", None)
         if isinstance(status, int):

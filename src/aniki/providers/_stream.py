@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..errors import ValidationError
 from ..messages import ToolCall
 from ._errors import VendorErrors, server_message
 
@@ -19,6 +20,7 @@ __all__ = [
     "guarded",
     "new_call_id",
     "require_mapping",
+    "undecodable_json",
 ]
 
 T = TypeVar("T")
@@ -87,15 +89,36 @@ class ToolCallAssembler:
             call.initial_arguments = initial_arguments
 
     def calls(self) -> tuple[ToolCall, ...]:
-        """The finished calls in index order; a call that never got a name is malformed."""
+        """The finished calls in index order; a call that never got a name is malformed, and
+        so is one that is not valid text (a lone surrogate sent as a JSON escape)."""
         done: list[ToolCall] = []
         for index in sorted(self._calls):
             call = self._calls[index]
             if not call.name:
                 raise MalformedReply(f"tool call #{index} has no name")
             arguments = "".join(call.arguments) or call.initial_arguments or "{}"
-            done.append(ToolCall(id=call.id or new_call_id(), name=call.name, arguments=arguments))
+            try:
+                made = ToolCall(id=call.id or new_call_id(), name=call.name, arguments=arguments)
+            except ValidationError as exc:
+                raise MalformedReply(f"tool call #{index}: {exc}") from None
+            done.append(made)
         return tuple(done)
+
+
+def undecodable_json(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised decoding JSON: a syntax error, nesting too deep to decode,
+    or a number too long to convert. The vendor clients decode replies with ``json.loads``
+    and let these through as they are."""
+    if isinstance(exc, json.JSONDecodeError):
+        return True
+    if not isinstance(exc, (ValueError, RecursionError)):
+        return False
+    frame = exc.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_globals.get("__name__") == "json.decoder":
+            return True
+        frame = frame.tb_next
+    return False
 
 
 def _looks_like_timeout(exc: BaseException) -> bool:
@@ -115,7 +138,7 @@ def describe_stream_failure(exc: BaseException, vendor: VendorErrors) -> str:
     """Why a stream broke, in words, from the exception its iteration raised."""
     if isinstance(exc, IncompleteStream):
         return str(exc)
-    if isinstance(exc, (MalformedReply, json.JSONDecodeError)):
+    if isinstance(exc, MalformedReply) or undecodable_json(exc):
         return f"a malformed chunk: {exc}"
     if _looks_like_timeout(exc):
         return "no data arrived within the read timeout"

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import CorruptStoreError, UserError, ValidationError
-from ..messages import Message, MessageLike, to_message
+from ..errors import CorruptStoreError, UserError
+from ..messages import Message, to_messages
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -30,6 +31,7 @@ __all__ = [
     "check_durability",
     "check_limit",
     "check_meta_key",
+    "check_path",
     "check_session_id",
     "decode_message",
     "decode_messages",
@@ -118,16 +120,6 @@ def _corrupt(text: str | bytes, exc: Exception, store: str) -> CorruptStoreError
     )
 
 
-def to_messages(messages: Iterable[MessageLike]) -> list[Message]:
-    """Validate a whole batch before anything is stored: the first bad one raises."""
-    if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(messages, Iterable):
-        raise ValidationError(
-            f"add_messages() takes an iterable of messages, got {type(messages).__name__}; "
-            "use add_message() for a single message"
-        )
-    return [to_message(message) for message in messages]
-
-
 def encode_meta(key: str, value: Any) -> str:
     """A derived-state value as JSON text; :class:`~aniki.UserError` when it is not JSON-safe."""
     try:
@@ -172,6 +164,25 @@ def check_session_id(session_id: object) -> str:
             "a session id must be valid Unicode text (it has a lone surrogate)"
         ) from None
     return session_id
+
+
+def check_path(path: object, what: str) -> str:
+    """``path`` as text when the OS can name it; :class:`~aniki.UserError` if not.
+
+    The OS refuses a NUL byte in a path, and text that does not encode (a lone surrogate
+    that is not an undecodable byte) cannot be a path at all: say so before any I/O.
+    """
+    try:
+        encoded = os.fsencode(path)  # type: ignore[arg-type]
+    except TypeError:
+        raise UserError(
+            f"{what} must be a path (str or os.PathLike), got {type(path).__name__}"
+        ) from None
+    except UnicodeEncodeError:
+        raise UserError(f"{what} {path!r} is not valid text for a file name") from None
+    if b"\x00" in encoded:
+        raise UserError(f"{what} {path!r} contains a NUL character")
+    return os.fsdecode(encoded)
 
 
 def check_limit(limit: object) -> int | None:

@@ -200,8 +200,11 @@ class RedisCore:
         self.id = check_session_id(session_id)
         if not isinstance(prefix, str):
             raise UserError(f"prefix must be a string, got {type(prefix).__name__}")
+        try:
+            self.prefix = prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"prefix {prefix!r} is not valid text (a lone surrogate)") from None
         self.store = store
-        self.prefix = prefix.encode("utf-8")
         self.ttl_ms = _ttl_ms(ttl)
         base = self.prefix + b"{" + self.id.encode("utf-8")
         self.keys = (base + b"}:msgs", base + b"}:info", base + b"}:meta", base + b"}:batches")

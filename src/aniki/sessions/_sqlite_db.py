@@ -70,6 +70,12 @@ _READ = (
     " AND m.key < (s.number + 1) * ?4"
     " WHERE s.id = ?1 ORDER BY m.key"
 )
+# The most recent rows only, newest first: what a reader with nothing cached needs for a limit.
+_TAIL = (
+    "SELECT m.key, m.body FROM aniki_sessions AS s JOIN aniki_messages AS m"
+    " ON m.key > s.number * ?2 AND m.key < (s.number + 1) * ?2"
+    " WHERE s.id = ?1 ORDER BY m.key DESC LIMIT ?3"
+)
 _GET_META = "SELECT value FROM aniki_session_meta WHERE session_id = ? AND key = ?"
 _SET_META = (
     "INSERT INTO aniki_session_meta (session_id, key, value) VALUES (?, ?, ?)"
@@ -207,6 +213,15 @@ class Database:
         if not rows:
             return 0, []
         return int(rows[0][0]), [(key, body) for _, key, body in rows if key is not None]
+
+    def read_tail(self, session_id: str, limit: int) -> list[tuple[int, str]]:
+        """The session's last ``limit`` rows, oldest first."""
+        with self.lock:
+            try:
+                rows = self.conn.execute(_TAIL, (session_id, BLOCK, limit)).fetchall()
+            except sqlite3.Error as exc:
+                raise_store_error(exc, self.label, self._timeout)
+        return [(key, body) for key, body in reversed(rows)]
 
     def clear(self, session_id: str) -> int:
         """Delete a session's messages and meta and bump its generation; the new generation."""

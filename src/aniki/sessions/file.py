@@ -42,6 +42,7 @@ from ._codec import (
     check_durability,
     check_limit,
     check_meta_key,
+    check_path,
     check_session_id,
     decode_messages,
     encode_batch,
@@ -101,7 +102,7 @@ class FileSession:
         require_locks()
         self._id = check_session_id(id)
         self._durability = check_durability(durability)
-        self._dir = Path(os.path.abspath(os.fspath(directory)))
+        self._dir = Path(os.path.abspath(check_path(directory, "the directory")))
         stem = file_stem(self._id)
         self._path = self._dir / (stem + DATA_SUFFIX)
         self._meta_path = self._dir / (stem + META_SUFFIX)
@@ -352,7 +353,7 @@ class FileStore:
 
     def __init__(self, directory: str | os.PathLike[str], *, durability: Durability = "normal"):
         require_locks()
-        self._dir = Path(os.path.abspath(os.fspath(directory)))
+        self._dir = Path(os.path.abspath(check_path(directory, "the directory")))
         self._durability = check_durability(durability)
 
     @property

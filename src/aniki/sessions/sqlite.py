@@ -45,6 +45,7 @@ from ._codec import (
     check_durability,
     check_limit,
     check_meta_key,
+    check_path,
     check_session_id,
     decode_message,
     decode_meta,
@@ -61,7 +62,7 @@ _OWN_LIMIT = 4096
 
 
 def _absolute(path: str | os.PathLike[str]) -> Path:
-    return Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    return Path(os.path.abspath(os.path.expanduser(check_path(path, "the database path"))))
 
 
 class SQLiteSession:
@@ -140,6 +141,10 @@ class SQLiteSession:
         limit = check_limit(limit)
         db = self._database
         with db.lock:
+            if limit is not None and self._generation is None:
+                # Nothing cached yet: read only the tail, not the whole history, so that a
+                # policy over a freshly opened session costs the size of its window.
+                return self._tail(db, limit) if limit > 0 else ()
             self._refresh(db)
             if limit is not None:
                 return tuple(self._cache[-limit:]) if limit > 0 else ()
@@ -213,6 +218,10 @@ class SQLiteSession:
             own.clear()
         for body, message in zip(bodies, batch, strict=True):
             own[body] = message
+
+    def _tail(self, db: Database, limit: int) -> tuple[Message, ...]:
+        label = db.label
+        return tuple(decode_message(body, store=label) for _, body in db.read_tail(self._id, limit))
 
     def _refresh(self, db: Database) -> None:
         generation, rows = db.read_after(self._id, self._generation, self._last_key)

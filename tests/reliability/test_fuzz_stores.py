@@ -1,0 +1,233 @@
+"""Hostile input through every store: exact round trips or clear refusals, ids contained.
+
+For each store (in memory, SQLite, files, Redis and PostgreSQL, sync and async), hypothesis
+appends random messages and malformed ones, one at a time and in batches. What was accepted
+reads back exactly, from the same instance and from a fresh one; what was refused raised
+``ValidationError`` and stored nothing; after the fuzz every acknowledged history still reads
+back and an untouched session beside them is unchanged. Then hostile session ids (paths,
+SQL, Redis glob and key syntax, NUL, lone surrogates, very long ones): each is refused with
+``UserError`` exactly when it breaks the documented id rules, and otherwise stored under
+that id alone: no file outside the store's directory, no key outside its prefix, no table
+touched, no other session changed. Table names and key prefixes are validated too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aniki import Message, UserError, ValidationError
+from aniki.messages import to_message
+from aniki.sessions import FileSession, FileStore, SQLiteSession, SQLiteStore
+from aniki.sessions._codec import MAX_ID_LENGTH
+from aniki.sessions._postgres_core import check_table
+from aniki.sessions._redis_core import RedisCore
+
+from .hostile import HOSTILE_IDS, hostile_text, message_dicts, session_ids, valid_messages
+from .stores import Store
+
+FUZZ = settings(
+    deadline=timedelta(seconds=10),
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,  # every example works on ids of its own
+    ],
+)
+VICTIM = [Message("user", "kept \x00 exactly"), Message("assistant", "as it was")]
+
+
+def write_victim(store: Store) -> Any:
+    victim = store.opener.open("victim")  # closed with the opener
+    store.opener.driver.add_messages(victim, VICTIM)
+    return victim
+
+
+def assert_victim_intact(store: Store, victim: Any) -> None:
+    assert store.read(victim) == VICTIM
+    if store.shared:
+        assert store.read_fresh("victim") == VICTIM
+
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("add_message"), st.one_of(valid_messages, message_dicts)),
+        st.tuples(
+            st.just("add_messages"),
+            st.lists(st.one_of(valid_messages, valid_messages, message_dicts), max_size=4),
+        ),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def test_every_store_keeps_exactly_what_it_accepted(store: Store) -> None:
+    driver = store.opener.driver
+    victim = write_victim(store)
+    acknowledged: dict[str, list[Message]] = {}
+
+    @settings(FUZZ, max_examples=store.examples)
+    @given(steps)
+    def check(operations: list[tuple[str, Any]]) -> None:
+        session_id = f"fuzz-{uuid.uuid4().hex}"
+        model: list[Message] = []
+        with store.session(session_id) as session:
+            for name, value in operations:
+                try:
+                    getattr(driver, name)(session, value)
+                except ValidationError as error:
+                    assert str(error) and len(str(error)) < 1000
+                    continue
+                model += [to_message(value)] if name == "add_message" else map(to_message, value)
+            assert store.read(session) == model
+        if store.shared:
+            assert store.read_fresh(session_id) == model
+        acknowledged[session_id] = model
+
+    check()
+    assert acknowledged
+    # Nothing the fuzz did damaged what was stored before or during it.
+    assert_victim_intact(store, victim)
+    if store.shared:
+        for session_id, model in acknowledged.items():
+            assert store.read_fresh(session_id) == model
+    if store.list_ids is not None:
+        stored = {sid for sid, model in acknowledged.items() if model}
+        assert store.list_ids() == stored | {"victim"}
+    store.contained()
+
+
+def follows_the_id_rules(session_id: str) -> bool:
+    """The documented id rules: non-empty text of at most 1,024 characters, no NUL, encodable."""
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return 0 < len(session_id) <= MAX_ID_LENGTH and "\x00" not in session_id
+
+
+def test_hostile_session_ids_are_refused_clearly_or_contained(store: Store) -> None:
+    driver = store.opener.driver
+    victim = write_victim(store)
+    stored: set[str] = set()
+
+    def try_id(session_id: str) -> None:
+        try:
+            session = store.make(session_id)
+        except UserError as error:
+            assert store.shared and not follows_the_id_rules(session_id)
+            assert "session id" in str(error) and len(str(error)) < 500
+            return
+        assert follows_the_id_rules(session_id) or not store.shared
+        marker = Message("user", f"for {session_id[:50]!r}")
+        try:
+            driver.clear(session)
+            driver.add_message(session, marker)
+            assert store.read(session) == [marker]
+        finally:
+            driver.release(session)
+        if store.shared:
+            assert store.read_fresh(session_id) == [marker]
+        stored.add(session_id)
+
+    for session_id in HOSTILE_IDS:
+        try_id(session_id)
+
+    @settings(FUZZ, max_examples=store.examples * 2)
+    @given(session_ids)
+    def check(session_id: str) -> None:
+        try_id(session_id)
+
+    check()
+    assert_victim_intact(store, victim)
+    if store.list_ids is not None:
+        assert store.list_ids() == stored | {"victim"}
+    store.contained()
+    # Clearing every hostile session (ids like "*" or "%" included) clears only itself.
+    for session_id in stored:
+        with store.session(session_id) as session:
+            driver.clear(session)
+    assert_victim_intact(store, victim)
+    if store.list_ids is not None:
+        assert store.list_ids() == {"victim"}
+
+
+# --- names the stores build from configuration -------------------------------------------------
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@settings(FUZZ, max_examples=300)
+@given(
+    st.one_of(
+        hostile_text,
+        st.from_regex(
+            r"[A-Za-z_][A-Za-z0-9_]{0,60}(\.[A-Za-z_][A-Za-z0-9_]{0,60})?", fullmatch=True
+        ),
+    )
+)
+def test_table_names_are_identifiers_or_refused(name: str) -> None:
+    parts = name.split(".")
+    valid = (
+        1 <= len(parts) <= 2
+        and all(IDENTIFIER.match(part) for part in parts)
+        and len(parts[-1]) <= 48
+        and len(parts[0]) <= 63
+    )
+    try:
+        checked = check_table(name)
+    except UserError as error:
+        assert not valid
+        assert "invalid table name" in str(error)
+    else:
+        assert valid and checked == name
+
+
+@settings(FUZZ, max_examples=200)
+@given(hostile_text, st.sampled_from(HOSTILE_IDS[:20]))
+def test_key_prefixes_are_text_and_every_key_starts_with_the_prefix(
+    prefix: str, session_id: str
+) -> None:
+    try:
+        core = RedisCore(session_id, store="test", prefix=prefix, ttl=None)
+    except UserError as error:
+        assert "prefix" in str(error) or "session id" in str(error)
+        return
+    raw = prefix.encode("utf-8")
+    assert len(set(core.keys)) == 4
+    for key in core.keys:
+        assert key.startswith(raw + b"{" + session_id.encode("utf-8") + b"}:")
+
+
+STORE_PLACES = {
+    "SQLiteSession": lambda place: SQLiteSession("s", place),
+    "SQLiteStore": SQLiteStore,
+    "FileSession": lambda place: FileSession("s", place),
+    "FileStore": FileStore,
+}
+
+
+@pytest.mark.parametrize("make", list(STORE_PLACES.values()), ids=list(STORE_PLACES))
+@pytest.mark.parametrize("place", ["chats\x00.db", "chats\ud800", 5, None], ids=repr)
+def test_store_paths_the_os_cannot_name_are_refused(make: Any, place: Any) -> None:
+    with pytest.raises(UserError, match=r"NUL|file name|path"):
+        make(place)
+
+
+def test_a_path_with_an_undecodable_byte_is_a_path_like_any_other(tmp_path: Path) -> None:
+    # On POSIX a file name is bytes; Python shows a byte that is not UTF-8 as a surrogate.
+    odd = "chats-\udc80"
+    SQLiteSession("s", tmp_path / (odd + ".db")).add_message({"role": "user", "content": "a"})
+    FileSession("s", tmp_path / odd).add_message({"role": "user", "content": "b"})
+    assert [m.content for m in SQLiteSession("s", tmp_path / (odd + ".db")).get_messages()] == ["a"]
+    assert [m.content for m in FileSession("s", tmp_path / odd).get_messages()] == ["b"]
+    assert sorted(os.fsencode(p.name) for p in tmp_path.iterdir())[0].startswith(b"chats-\x80")

@@ -14,7 +14,15 @@ from typing import Any
 from ..errors import UserError
 from ..messages import Message
 from ..usage import Usage
-from ._stream import IncompleteStream, MalformedReply, ToolCallAssembler, require_mapping
+from ._stream import (
+    IncompleteStream,
+    MalformedReply,
+    ToolCallAssembler,
+    require_mapping,
+)
+from ._stream import (
+    optional_text as _text,
+)
 from .base import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 __all__ = [
@@ -197,14 +205,6 @@ def _usage(data: Any) -> Usage | None:
 def _mapping(value: Any) -> dict[str, Any]:
     # Usage is informational: a server that sends something else for it still gave a reply.
     return dict(value) if isinstance(value, Mapping) else {}
-
-
-def _text(value: Any, what: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise MalformedReply(f"{what} is not a string: {value!r:.200}")
-    return value
 
 
 def _arguments(value: Any) -> str:

@@ -13,7 +13,15 @@ from typing import Any, Literal
 from ..errors import UserError
 from ..messages import Message
 from ..usage import Usage
-from ._stream import IncompleteStream, MalformedReply, ToolCallAssembler, require_mapping
+from ._stream import (
+    IncompleteStream,
+    MalformedReply,
+    ToolCallAssembler,
+    require_mapping,
+)
+from ._stream import (
+    optional_text as _text,
+)
 from .base import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 __all__ = [
@@ -168,14 +176,6 @@ def _usage(data: Any) -> Usage | None:
         output_tokens=completion if isinstance(completion, int) else 0,
         requests=1,
     )
-
-
-def _text(value: Any, what: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise MalformedReply(f"{what} is not a string: {value!r:.200}")
-    return value
 
 
 def _first_choice(data: Mapping[str, Any]) -> dict[str, Any]:

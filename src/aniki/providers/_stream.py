@@ -30,6 +30,15 @@ class MalformedReply(ValueError):
     """A reply or stream chunk that does not have the vendor's documented shape."""
 
 
+def optional_text(value: Any, what: str) -> str:
+    """A reply's text field: ``None`` as ``""``, anything but a string a :class:`MalformedReply`."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MalformedReply(f"{what} is not a string: {value!r:.200}")
+    return value
+
+
 class IncompleteStream(MalformedReply):
     """A stream that ended cleanly but before the provider said the reply was finished."""
 

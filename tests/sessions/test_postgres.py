@@ -85,6 +85,19 @@ def test_a_cached_reader_decodes_only_new_messages(
     assert len(decoded) == 2
 
 
+def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
+    store: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.add(store.open("s"), *[f"m{i}" for i in range(200)])
+    decoded = counting(monkeypatch, _postgres_core, "decode_message")
+    reader = store.open("s")
+    assert store.read(reader, limit=3) == ["m197", "m198", "m199"]
+    assert len(decoded) == 3
+    assert store.read(reader, limit=0) == []
+    assert len(store.read(reader)) == 200  # a full read still sees everything
+    assert store.read(reader, limit=2) == ["m198", "m199"]
+
+
 def test_a_clear_and_refill_by_another_instance_replaces_the_cache(store: Opener) -> None:
     reader, writer = store.open("s"), store.open("s")
     store.add(writer, "a", "b", "c")

@@ -105,6 +105,7 @@ class _Statements:
     upsert_session: sql.Composed
     insert_messages: sql.Composed
     read: sql.Composed
+    tail: sql.Composed
     clear: tuple[sql.Composed, ...]
     get_meta: sql.Composed
     set_meta: sql.Composed
@@ -190,6 +191,11 @@ def _statements(table: str) -> _Statements:
             " AND m.seq > CASE WHEN s.generation = %(gen)s THEN %(after)s ELSE 0 END"
             " WHERE s.session_id = %(sid)s ORDER BY m.seq"
         ),
+        # The most recent rows only, newest first (the (session_id, seq) index serves it).
+        tail=q(
+            "SELECT m.message FROM {messages} AS m WHERE m.session_id = %(sid)s"
+            " ORDER BY m.seq DESC LIMIT %(limit)s"
+        ),
         # The session's row goes first: deleting it waits for an append in flight, and
         # holds back new ones until this commits, so no message outlives the clear.
         clear=(
@@ -272,6 +278,11 @@ class PostgresCore:
         if limit is not None and limit <= 0:
             return ()
         cache = self._cache
+        if limit is not None and cache.generation is None:
+            # Nothing cached yet: fetch only the tail, not the whole history, so that a policy
+            # over a freshly opened session costs the size of its window.
+            tail = yield Query(self._sql.tail, {"sid": self.id, "limit": limit})
+            return tuple(decode_message(text, store=self.store) for (text,) in reversed(tail))
         gen = -1 if cache.generation is None else cache.generation
         params = {"sid": self.id, "gen": gen, "after": cache.position}
         rows = yield Query(self._sql.read, params)

@@ -74,6 +74,19 @@ def keys_of(prefix: str, session_id: str) -> list[bytes]:
 # --- incremental reads ----------------------------------------------------------------
 
 
+def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
+    store: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.add(store.open("s"), *[f"m{i}" for i in range(200)])
+    decoded = counting(monkeypatch, _redis_core, "decode_message")
+    reader = store.open("s")
+    assert store.read(reader, limit=3) == ["m197", "m198", "m199"]
+    assert len(decoded) == 3
+    assert store.read(reader, limit=500) == [f"m{i}" for i in range(200)]
+    assert len(store.read(reader)) == 200  # a full read still sees everything
+    assert store.read(reader, limit=2) == ["m198", "m199"]
+
+
 def test_a_cached_reader_decodes_only_new_messages(
     store: Opener, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -151,6 +151,11 @@ if gen ~= '' and gen == ARGV[2] and tonumber(ARGV[3]) <= count then start = tonu
 return {0, gen, start, redis.call('LRANGE', KEYS[1], start, -1)}
 """)
 
+# ARGV: version, n. The last n messages only: what a reader with nothing cached needs.
+_TAIL = Script.of("""
+return {0, redis.call('LRANGE', KEYS[1], -tonumber(ARGV[2]), -1)}
+""")
+
 _CLEAR = Script.of("""
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return {0}
@@ -237,6 +242,12 @@ class RedisCore:
         if limit is not None and limit <= 0:
             return ()
         cache = self._cache
+        if limit is not None and cache.generation is None:
+            # Nothing cached yet: fetch only the tail, not the whole history, so that a policy
+            # over a freshly opened session costs the size of its window.
+            reply = yield Eval(_TAIL, self.keys, (SCHEMA_VERSION, limit))
+            self._check(reply)
+            return tuple(decode_message(r, store=self.store) for r in reply[1])
         args = (SCHEMA_VERSION, cache.generation or "", cache.position)
         reply = yield Eval(_READ, self.keys, args)
         self._check(reply)

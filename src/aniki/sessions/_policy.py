@@ -23,6 +23,7 @@ __all__ = [
     "SessionT",
     "SuffixPolicy",
     "accepts_limit",
+    "add_each",
     "check_positive",
     "check_session",
     "plan_suffix",
@@ -172,7 +173,7 @@ class SuffixPolicy(Generic[SessionT]):
         add_many = getattr(self._inner, "add_messages", None)
         if add_many is not None:
             return add_many(batch)
-        return _add_each(self._inner, batch)
+        return add_each(self._inner, batch)
 
     @overload
     def clear(self: SuffixPolicy[Session]) -> None: ...
@@ -183,7 +184,8 @@ class SuffixPolicy(Generic[SessionT]):
         return self._inner.clear()
 
 
-def _add_each(inner: Any, batch: list[Message]) -> Any:
+def add_each(inner: Any, batch: list[Message]) -> Any:
+    """Append ``batch`` one message at a time, awaiting each when ``inner`` is async."""
     for index, message in enumerate(batch):
         result = inner.add_message(message)
         if inspect.isawaitable(result):

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from ..errors import StoreError, UserError
 from ..messages import Message, MessageLike, ToolCall, to_message
+from ._policy import add_each
 from .base import AsyncSession, Session
 
 __all__ = ["DecryptionError", "EncryptedSession"]
@@ -179,9 +180,7 @@ class EncryptedSession(Generic[SessionT]):
         add_many = getattr(self._inner, "add_messages", None)
         if add_many is not None:
             return add_many(batch)
-        from ._policy import _add_each
-
-        return _add_each(self._inner, batch)
+        return add_each(self._inner, batch)
 
     @overload
     def get_messages(

@@ -85,6 +85,45 @@ def test_a_cached_reader_decodes_only_new_messages(
     assert len(decoded) == 2
 
 
+def test_a_reader_polling_while_writers_append_misses_nothing(table: str) -> None:
+    # Appends to one session commit in seq order, so a reader that has seen seq <= n and asks
+    # for seq > n never skips a message committed after its read.
+    dsn, writers, batches = postgres_dsn(), 4, 60
+    errors: list[BaseException] = []
+
+    def write(writer: int) -> None:
+        with PostgresSession("busy", dsn, table=table) as session:
+            try:
+                for i in range(batches):
+                    session.add_messages(
+                        [
+                            {"role": "user", "content": f"w{writer}:{i}:a"},
+                            {"role": "user", "content": f"w{writer}:{i}:b"},
+                        ]
+                    )
+            except BaseException as exc:
+                errors.append(exc)
+
+    with PostgresSession("busy", dsn, table=table) as reader:
+        reader.add_message({"role": "user", "content": "start"})
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
+        for thread in threads:
+            thread.start()
+        polls = 0
+        while any(thread.is_alive() for thread in threads):
+            reader.get_messages()
+            polls += 1
+        for thread in threads:
+            thread.join()
+        seen = [m.content for m in reader.get_messages()]
+    with PostgresSession("busy", dsn, table=table) as fresh:
+        stored = [m.content for m in fresh.get_messages()]
+    assert errors == []
+    assert polls > 1
+    assert len(stored) == 1 + writers * batches * 2
+    assert seen == stored
+
+
 def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
     store: Opener, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import time
 import uuid
@@ -244,6 +245,22 @@ def test_keys_holding_foreign_data_raise_corrupt_store_and_stay_untouched(
             store.call(session, method, *args)
     assert client.get(msgs) == b"not a list"
     assert not client.exists(info)
+
+
+@pytest.mark.parametrize("taken", [0, 1, 3], ids=["msgs", "info", "batches"])
+def test_an_append_over_any_foreign_key_writes_nothing(
+    store: Opener, prefix: str, client: redis_module.Redis, taken: int
+) -> None:
+    session = store.open("mixed")
+    store.add(session, "kept")
+    keys = keys_of(prefix, "mixed")
+    before = {key: client.dump(key) for key in keys}
+    client.delete(keys[taken])
+    client.set(keys[taken], b"foreign")
+    before[keys[taken]] = client.dump(keys[taken])
+    with pytest.raises(CorruptStoreError, match=re.escape(keys[taken].decode())):
+        store.add(store.open("mixed"), "refused")
+    assert {key: client.dump(key) for key in keys} == before
 
 
 def test_a_newer_schema_is_refused_and_left_untouched(

@@ -12,15 +12,16 @@ Messages are ``text`` holding the JSON that :func:`~aniki.sessions._codec.encode
 which escapes NUL (PostgreSQL ``text`` and ``jsonb`` cannot hold one), so every message round-trips
 exactly.
 
-Why appends stay in order without a timestamp: an append first upserts the session's row, which
-locks it until commit, and only then takes its ``seq`` values. Appends to one session are thus
-serialized and commit in ``seq`` order, so a reader that has seen ``seq <= n`` can ask for
-``seq > n`` and miss nothing. A read returns the session's ``generation`` in the same statement
-(one snapshot): when another process cleared the session since, it differs and the whole history
-is read instead.
+Why appends stay in order without a timestamp: an append (one statement) first upserts the
+session's row, which locks it until commit, and only then takes its ``seq`` values. Appends to
+one session are thus serialized and commit in ``seq`` order, so a reader that has seen
+``seq <= n`` can ask for ``seq > n`` and miss nothing. A read returns the session's
+``generation`` in the same statement (one snapshot): when another process cleared the session
+since, it differs and the whole history is read instead.
 
 An operation is a generator (a *flow*) that yields :class:`Query` steps and receives their rows;
-the sync and async classes run each flow in one transaction.
+the sync and async classes run each flow in one transaction: a single statement marked ``alone``
+is its own transaction, several run between BEGIN and COMMIT.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class Query:
     """The SQL, with the table names already quoted in."""
     params: dict[str, Any] | None = None
     """Values for its ``%(name)s`` placeholders; never spliced into the text."""
+    alone: bool = False
+    """This statement is the whole operation: on an autocommit connection it runs without
+    BEGIN and COMMIT (one round trip instead of three). Its flow yields nothing after it."""
 
 
 Flow = Generator[Query, list[tuple[Any, ...]], T]
@@ -102,8 +106,7 @@ class _Statements:
     get_version: sql.Composed
     create: tuple[sql.Composed, ...]
     put_version: sql.Composed
-    upsert_session: sql.Composed
-    insert_messages: sql.Composed
+    append: sql.Composed
     read: sql.Composed
     tail: sql.Composed
     clear: tuple[sql.Composed, ...]
@@ -170,20 +173,25 @@ def _statements(table: str) -> _Statements:
             " ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version"
             " WHERE s.version < EXCLUDED.version"
         ),
-        # Locks the session's row until commit: appends to one session are serialized.
-        upsert_session=q(
-            "INSERT INTO {sessions} AS s (session_id, message_count, updated_at)"
+        # One statement, so one round trip and, on an autocommit connection, its own
+        # transaction. The messages' insert reads the session's row from the upsert, so the
+        # upsert runs first and locks that row until commit: appends to one session are
+        # serialized and take their seq values in commit order.
+        append=q(
+            "WITH s AS ("
+            " INSERT INTO {sessions} AS s (session_id, message_count, updated_at)"
             " VALUES (%(sid)s, %(n)s, now())"
             " ON CONFLICT (session_id) DO UPDATE"
             " SET message_count = s.message_count + EXCLUDED.message_count,"
             " updated_at = EXCLUDED.updated_at"
             " RETURNING generation, message_count"
-        ),
-        insert_messages=q(
-            "INSERT INTO {messages} (session_id, message)"
-            " SELECT %(sid)s, record FROM unnest(%(records)s::text[])"
-            " WITH ORDINALITY AS batch(record, position) ORDER BY position"
+            "), m AS ("
+            " INSERT INTO {messages} (session_id, message)"
+            " SELECT %(sid)s, batch.record FROM s,"
+            " unnest(%(records)s::text[]) WITH ORDINALITY AS batch(record, position)"
+            " ORDER BY batch.position"
             " RETURNING seq"
+            ") SELECT s.generation, s.message_count, (SELECT max(seq) FROM m) FROM s"
         ),
         read=q(
             "SELECT s.generation, m.seq, m.message FROM {sessions} AS s"
@@ -265,14 +273,13 @@ class PostgresCore:
             return
         records = [encode_message(m) for m in messages]
         params = {"sid": self.id, "n": len(records), "records": records}
-        ((generation, count),) = yield Query(self._sql.upsert_session, params)
-        rows = yield Query(self._sql.insert_messages, params)
+        ((generation, count, last),) = yield Query(self._sql.append, params, alone=True)
         # Extend the cache only when our batch sits right after it; otherwise the next read
         # fetches whatever another writer added in between.
         cache = self._cache
         if cache.generation in (None, generation) and len(cache) + len(messages) == count:
             cache.generation = generation
-            cache.extend(messages, max(seq for (seq,) in rows))
+            cache.extend(messages, last)
 
     def read(self, limit: int | None) -> Flow[tuple[Message, ...]]:
         if limit is not None and limit <= 0:
@@ -281,11 +288,11 @@ class PostgresCore:
         if limit is not None and cache.generation is None:
             # Nothing cached yet: fetch only the tail, not the whole history, so that a policy
             # over a freshly opened session costs the size of its window.
-            tail = yield Query(self._sql.tail, {"sid": self.id, "limit": limit})
+            tail = yield Query(self._sql.tail, {"sid": self.id, "limit": limit}, alone=True)
             return tuple(decode_message(text, store=self.store) for (text,) in reversed(tail))
         gen = -1 if cache.generation is None else cache.generation
         params = {"sid": self.id, "gen": gen, "after": cache.position}
-        rows = yield Query(self._sql.read, params)
+        rows = yield Query(self._sql.read, params, alone=True)
         generation = rows[0][0] if rows else None
         if generation != cache.generation:  # a first read, or cleared since
             cache.reset(generation)
@@ -301,18 +308,20 @@ class PostgresCore:
         self._cache.reset()
 
     def get_meta(self, key: str) -> Flow[Any]:
-        rows = yield Query(self._sql.get_meta, {"sid": self.id, "key": _meta_key(key)})
+        rows = yield Query(self._sql.get_meta, {"sid": self.id, "key": _meta_key(key)}, alone=True)
         return decode_meta(rows[0][0], store=self.store) if rows else None
 
     def set_meta(self, key: str, value: Any) -> Flow[None]:
         params = {"sid": self.id, "key": _meta_key(key)}
         if value is None:
-            yield Query(self._sql.delete_meta, params)
+            yield Query(self._sql.delete_meta, params, alone=True)
         else:
-            yield Query(self._sql.set_meta, {**params, "value": encode_meta(key, value)})
+            yield Query(
+                self._sql.set_meta, {**params, "value": encode_meta(key, value)}, alone=True
+            )
 
     def list_sessions(self) -> Flow[list[SessionInfo]]:
-        rows = yield Query(self._sql.list_sessions)
+        rows = yield Query(self._sql.list_sessions, alone=True)
         return [
             SessionInfo(sid, int(count), updated.astimezone(timezone.utc))
             for sid, count, updated in rows

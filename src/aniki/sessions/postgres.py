@@ -183,14 +183,30 @@ class PostgresSession(_Base):
 
 
 def _drive(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
+    try:
+        step = next(flow)
+    except StopIteration as done:
+        return cast(T, done.value)
+    if step.alone and conn.autocommit:
+        with conn.cursor() as cursor:
+            cursor.execute(step.statement, step.params)
+            return _finish(flow, cursor.fetchall() if cursor.description is not None else [])
     with conn.transaction(), conn.cursor() as cursor:
         try:
-            step = next(flow)
             while True:
                 cursor.execute(step.statement, step.params)
                 step = flow.send(cursor.fetchall() if cursor.description is not None else [])
         except StopIteration as done:
             return cast(T, done.value)
+
+
+def _finish(flow: Flow[T], rows: list[tuple[Any, ...]]) -> T:
+    """Send a lone statement's rows to its flow, which must then return."""
+    try:
+        flow.send(rows)
+    except StopIteration as done:
+        return cast(T, done.value)
+    raise RuntimeError("a flow yielded another query after one marked alone")
 
 
 class AsyncPostgresSession(_Base):
@@ -303,9 +319,16 @@ class AsyncPostgresSession(_Base):
 
 
 async def _adrive(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
+    try:
+        step = next(flow)
+    except StopIteration as done:
+        return cast(T, done.value)
+    if step.alone and conn.autocommit:
+        async with conn.cursor() as cursor:
+            await cursor.execute(step.statement, step.params)
+            return _finish(flow, await cursor.fetchall() if cursor.description is not None else [])
     async with conn.transaction(), conn.cursor() as cursor:
         try:
-            step = next(flow)
             while True:
                 await cursor.execute(step.statement, step.params)
                 step = flow.send(await cursor.fetchall() if cursor.description is not None else [])

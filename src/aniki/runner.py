@@ -84,8 +84,8 @@ class Runner:
             timeout: seconds the whole run may take (``RunTimeoutError`` after that).
         """
         plan, user = self._plan(agent, message, session, context, settings, streaming=False)
-        await session_io.append(plan.session, [user])
-        outcome = await _within(timeout, execute(plan, user, Outcome()))
+        outcome = Outcome(history=await session_io.append_then_read(plan.session, [user]))
+        outcome = await _within(timeout, execute(plan, user, outcome))
         return await _result(plan, outcome)
 
     def run_sync(
@@ -131,15 +131,18 @@ class Runner:
         """Run ``agent`` on ``message``, yielding events as they happen (a :class:`StreamedRun`)."""
         plan, user = self._plan(agent, message, session, context, settings, streaming=True)
 
+        first = Outcome()
+
         async def start() -> None:
-            await session_io.append(plan.session, [user])
+            first.history = await session_io.append_then_read(plan.session, [user])
 
         async def produce(emit: Any) -> Outcome:
             plan.emit = emit
-            return await _within(timeout, execute(plan, user, Outcome()))
+            return await _within(timeout, execute(plan, user, first))
 
         async def finish(outcome: Outcome) -> RunResult:
-            await session_io.append(plan.session, outcome.pending)
+            if outcome.pending:
+                outcome.history = await session_io.append_then_read(plan.session, outcome.pending)
             return await _result(plan, outcome)
 
         return StreamedRun(start, produce, finish)
@@ -203,7 +206,8 @@ async def _within(timeout: float | None, work: Coroutine[Any, Any, Outcome]) -> 
 
 
 async def _result(plan: RunPlan, outcome: Outcome) -> RunResult:
-    snapshot = tuple(await session_io.read(plan.session))
+    history = outcome.take_history()
+    snapshot = tuple(history if history is not None else await session_io.read(plan.session))
     return RunResult(
         messages=snapshot,
         new_messages=tuple(outcome.new_messages),

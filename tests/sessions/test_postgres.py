@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
@@ -12,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from aniki import SchemaVersionError, StoreError, StoreUnavailableError, UserError
+from aniki import Message, SchemaVersionError, StoreError, StoreUnavailableError, UserError
 from aniki.sessions import _postgres_core
 from aniki.sessions.postgres import AsyncPostgresSession, PostgresSession
 from aniki.testing.conformance import SessionConformance, SessionFactory
@@ -122,6 +123,45 @@ def test_a_reader_polling_while_writers_append_misses_nothing(table: str) -> Non
     assert polls > 1
     assert len(stored) == 1 + writers * batches * 2
     assert seen == stored
+
+
+def test_an_append_that_waited_on_another_reads_again_and_misses_nothing(
+    table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fused append-and-read statement reads the snapshot taken when it started. When it
+    # waits for another append's row lock, that snapshot lacks the other append: the session
+    # must notice and read again rather than return a history with a hole in it.
+    dsn = postgres_dsn()
+    session = PostgresSession("waits", dsn, table=table)
+    session.add_message({"role": "user", "content": "first"})
+    assert len(session.get_messages()) == 1
+    statements = _postgres_core._statements(table)
+    other = psycopg.connect(dsn)  # a writer in an open transaction, holding the row lock
+    other.execute(
+        statements.append,
+        {"sid": "waits", "n": 1, "records": ['{"role":"user","content":"theirs"}']},
+    )
+    steps = counting(monkeypatch, _postgres_core, "Query")
+    done: list[tuple[Message, ...]] = []
+    mine = Message(role="user", content="mine")
+    waiter = threading.Thread(target=lambda: done.append(session._add_then_get([mine])))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while not admin(
+        "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+        f"%{table}%",
+    ):
+        assert time.monotonic() < deadline, "the fused append never waited for the lock"
+        time.sleep(0.01)
+    other.commit()
+    waiter.join(10)
+    other.close()
+    assert [m.content for m in done[0]] == ["first", "theirs", "mine"]
+    assert len(steps) == 2  # the fused statement, then a read afresh
+    fresh = PostgresSession("waits", dsn, table=table)
+    assert fresh.get_messages() == done[0]
+    fresh.close()
+    session.close()
 
 
 def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(

@@ -71,6 +71,13 @@ class Outcome:
     usage: Usage = field(default_factory=Usage)
     new_messages: list[Message] = field(default_factory=list)
     pending: list[Message] = field(default_factory=list)
+    history: Sequence[Message] | None = None
+    """The session's history as the last write returned it, for the next read (used once)."""
+
+    def take_history(self) -> Sequence[Message] | None:
+        """:attr:`history`, which is then forgotten: a later read must ask the store again."""
+        history, self.history = self.history, None
+        return history
 
 
 async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Outcome:
@@ -101,11 +108,13 @@ async def _commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> N
     if plan.streaming:
         outcome.pending.extend(messages)
     else:
-        await session_io.append(plan.session, messages)
+        outcome.history = await session_io.append_then_read(plan.session, messages)
 
 
 async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
-    history = await session_io.read(plan.session)
+    history = outcome.take_history()
+    if history is None:
+        history = await session_io.read(plan.session)
     instructions = await plan.agent.render_instructions(plan.context)
     head: tuple[Message, ...] = (
         (Message(role="system", content=instructions),) if instructions else ()

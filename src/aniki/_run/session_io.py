@@ -1,4 +1,11 @@
-"""Talking to a session of either kind (sync ``Session`` or ``AsyncSession``)."""
+"""Talking to a session of either kind (sync ``Session`` or ``AsyncSession``).
+
+A store may offer ``_add_then_get(messages, limit=None)``: append the batch atomically, then
+return what ``get_messages(limit)`` returns right after it, in one round trip to its server
+(Redis, PostgreSQL) instead of two. History policies offer ``_add_then_get(messages)`` over such
+a store, and return ``None`` (having written nothing) when the store below them has none.
+A run appends and then reads twice per turn, so these stores serve a turn in two round trips.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from typing import Any
 
 from ..messages import Message
 
-__all__ = ["append", "read"]
+__all__ = ["append", "append_then_read", "read"]
 
 
 async def _resolve(value: Any) -> Any:
@@ -31,3 +38,15 @@ async def read(session: Any) -> Sequence[Message]:
     """The session's history, as its ``get_messages()`` (and any policy on it) returns it."""
     messages: Sequence[Message] = await _resolve(session.get_messages())
     return messages
+
+
+async def append_then_read(session: Any, messages: Sequence[Message]) -> Sequence[Message]:
+    """:func:`append`, then :func:`read`: in one round trip when the store can fuse them."""
+    fused = getattr(session, "_add_then_get", None) if messages else None
+    if fused is not None:
+        history = fused(list(messages))
+        if history is not None:
+            result: Sequence[Message] = await _resolve(history)
+            return result
+    await append(session, messages)
+    return await read(session)

@@ -119,7 +119,24 @@ class SuffixPolicy(Generic[SessionT]):
     def get_messages(self) -> Any:
         """The selected most-recent messages, oldest first (awaitable over an async store)."""
         plan = self._plan()
-        first = self._fetch(next(plan))
+        return self._drive(plan, self._fetch(next(plan)))
+
+    def _add_then_get(self, messages: list[Message]) -> Any:
+        """Append ``messages``, then select: one round trip to the first window when the inner
+        store fuses its append and read (see ``aniki._run.session_io``); ``None``, having
+        written nothing, when it cannot."""
+        fused = getattr(self._inner, "_add_then_get", None)
+        if fused is None:
+            return None
+        plan = self._plan()
+        limit = next(plan)
+        first = fused(messages) if limit is None else fused(messages, limit)
+        if first is None:
+            return None
+        return self._drive(plan, first)
+
+    def _drive(self, plan: ReadPlan, first: Any) -> Any:
+        """Feed ``plan`` the first window and any further one it asks for; return its view."""
         if inspect.isawaitable(first):
             return self._drive_async(plan, first)
         window: Sequence[Message] = first

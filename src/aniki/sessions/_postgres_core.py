@@ -72,8 +72,9 @@ class Query:
     params: dict[str, Any] | None = None
     """Values for its ``%(name)s`` placeholders; never spliced into the text."""
     alone: bool = False
-    """This statement is the whole operation: on an autocommit connection it runs without
-    BEGIN and COMMIT (one round trip instead of three). Its flow yields nothing after it."""
+    """The statement needs no transaction shared with the flow's others: on an autocommit
+    connection it runs as its own (one round trip instead of three). A flow whose first
+    statement is alone yields only such statements."""
 
 
 Flow = Generator[Query, list[tuple[Any, ...]], T]
@@ -107,6 +108,8 @@ class _Statements:
     create: tuple[sql.Composed, ...]
     put_version: sql.Composed
     append: sql.Composed
+    append_read: sql.Composed
+    append_tail: sql.Composed
     read: sql.Composed
     tail: sql.Composed
     clear: tuple[sql.Composed, ...]
@@ -114,6 +117,40 @@ class _Statements:
     set_meta: sql.Composed
     delete_meta: sql.Composed
     list_sessions: sql.Composed
+
+
+# The CTEs of an append; {placeholders} are the quoted table names.
+_APPEND = (
+    "WITH s AS ("
+    " INSERT INTO {sessions} AS s (session_id, message_count, updated_at)"
+    " VALUES (%(sid)s, %(n)s, now())"
+    " ON CONFLICT (session_id) DO UPDATE"
+    " SET message_count = s.message_count + EXCLUDED.message_count,"
+    " updated_at = EXCLUDED.updated_at"
+    " RETURNING generation, message_count"
+    "), m AS ("
+    " INSERT INTO {messages} (session_id, message)"
+    " SELECT %(sid)s, batch.record FROM s,"
+    " unnest(%(records)s::text[]) WITH ORDINALITY AS batch(record, position)"
+    " ORDER BY batch.position"
+    " RETURNING seq"
+    ")"
+)
+
+# An append's CTEs, the session's row as the statement's snapshot has it, and a head of the
+# columns every row returned carries: generation, count and last seq after the append, the
+# generation and count before it; the statement adds seq and message.
+_APPEND_THEN = (
+    _APPEND.replace(
+        "WITH s AS (",
+        "WITH before AS (SELECT generation, message_count FROM"
+        " {sessions} WHERE session_id = %(sid)s), s AS (",
+        1,
+    )
+    + " SELECT s.generation, s.message_count, (SELECT max(seq) FROM m),"
+    " (SELECT generation FROM before), (SELECT message_count FROM before), r.seq, r.message"
+    " FROM s"
+)
 
 
 @functools.lru_cache(maxsize=64)
@@ -178,20 +215,22 @@ def _statements(table: str) -> _Statements:
         # upsert runs first and locks that row until commit: appends to one session are
         # serialized and take their seq values in commit order.
         append=q(
-            "WITH s AS ("
-            " INSERT INTO {sessions} AS s (session_id, message_count, updated_at)"
-            " VALUES (%(sid)s, %(n)s, now())"
-            " ON CONFLICT (session_id) DO UPDATE"
-            " SET message_count = s.message_count + EXCLUDED.message_count,"
-            " updated_at = EXCLUDED.updated_at"
-            " RETURNING generation, message_count"
-            "), m AS ("
-            " INSERT INTO {messages} (session_id, message)"
-            " SELECT %(sid)s, batch.record FROM s,"
-            " unnest(%(records)s::text[]) WITH ORDINALITY AS batch(record, position)"
-            " ORDER BY batch.position"
-            " RETURNING seq"
-            ") SELECT s.generation, s.message_count, (SELECT max(seq) FROM m) FROM s"
+            _APPEND + " SELECT s.generation, s.message_count, (SELECT max(seq) FROM m) FROM s"
+        ),
+        # An append, then the rows a read needs, in one statement. Its parts all read the one
+        # snapshot taken when it started, which lacks the batch (the caller holds it) and any
+        # append committed while the upsert waited for the row lock: `before` (the row in that
+        # snapshot) tells whether one was, and then the caller reads again.
+        append_read=q(
+            _APPEND_THEN + " LEFT JOIN LATERAL (SELECT seq, message FROM {messages}"
+            " WHERE session_id = %(sid)s"
+            " AND seq > CASE WHEN s.generation = %(gen)s THEN %(after)s ELSE 0 END) AS r ON true"
+            " ORDER BY r.seq"
+        ),
+        append_tail=q(
+            _APPEND_THEN + " LEFT JOIN LATERAL (SELECT seq, message FROM {messages}"
+            " WHERE session_id = %(sid)s ORDER BY seq DESC LIMIT %(limit)s) AS r ON true"
+            " ORDER BY r.seq DESC"
         ),
         read=q(
             "SELECT s.generation, m.seq, m.message FROM {sessions} AS s"
@@ -280,6 +319,45 @@ class PostgresCore:
         if cache.generation in (None, generation) and len(cache) + len(messages) == count:
             cache.generation = generation
             cache.extend(messages, last)
+
+    def append_then_read(
+        self, messages: Sequence[Message], limit: int | None
+    ) -> Flow[tuple[Message, ...]]:
+        """:meth:`append`, then :meth:`read`: one statement, unless another append committed
+        while this one waited for the session's row (then a second reads afresh)."""
+        if not messages:
+            return (yield from self.read(limit))
+        if limit is not None and limit <= 0:
+            yield from self.append(messages)
+            return ()
+        cache = self._cache
+        tail = limit if limit is not None and cache.generation is None else 0
+        params = {
+            "sid": self.id,
+            "n": len(messages),
+            "records": [encode_message(m) for m in messages],
+            "gen": -1 if cache.generation is None else cache.generation,
+            "after": cache.position,
+            "limit": limit,
+        }
+        rows = yield Query(self._sql.append_tail if tail else self._sql.append_read, params, True)
+        generation, count, last, generation_before, count_before = rows[0][:5]
+        if (
+            generation_before not in (None, generation)
+            or (count_before or 0) + len(messages) != count
+        ):
+            return (yield from self.read(limit))
+        earlier = [(seq, text) for *_, seq, text in rows if seq is not None]
+        if tail:
+            earlier.reverse()
+            window = [decode_message(text, store=self.store) for _, text in earlier]
+            return tuple([*window, *messages][-tail:])
+        if generation != cache.generation:  # a first read, or cleared since
+            cache.reset(generation)
+        if earlier:
+            cache.extend([decode_message(t, store=self.store) for _, t in earlier], earlier[-1][0])
+        cache.extend(messages, last)
+        return cache.view(limit)
 
     def read(self, limit: int | None) -> Flow[tuple[Message, ...]]:
         if limit is not None and limit <= 0:

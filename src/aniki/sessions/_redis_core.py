@@ -138,36 +138,69 @@ local function refresh(ttl)
 end
 """
 
-# ARGV: version, token (unique to this call), now (seconds), now (whole milliseconds), ttl ms,
-# records... The token becomes the gen of a new session, and is remembered among the last 32
-# batches: redis-py resends a command after a timeout or a dropped connection, and a batch the
-# server already applied must not be appended twice. The batch's score is an integer, which
-# Redis parses several times faster than a fraction.
-_APPEND = Script.of("""
-local seen = redis.pcall('ZSCORE', KEYS[4], ARGV[2])
-if failed(seen) then return refuse(4, seen) end
-local info = redis.pcall('HMGET', KEYS[2], 'v', 'gen')
-if failed(info) then return refuse(2, info) end
-local refused = newer(info[1])
-if refused then return refused end
-local count
-if seen then
-  count = redis.pcall('LLEN', KEYS[1])
+# ARGV (from `first` on): records... Before them: version, token (unique to this call), now
+# (seconds), now (whole milliseconds), ttl ms. The token becomes the gen of a new session, and is
+# remembered among the last 32 batches: redis-py resends a command after a timeout or a dropped
+# connection, and a batch the server already applied must not be appended twice. The batch's
+# score is an integer, which Redis parses several times faster than a fraction. Returns a
+# refusal, or nil, the new length, the gen and whether the batch was applied now.
+_APPEND_BATCH = """
+local function append(first)
+  local seen = redis.pcall('ZSCORE', KEYS[4], ARGV[2])
+  if failed(seen) then return refuse(4, seen) end
+  local info = redis.pcall('HMGET', KEYS[2], 'v', 'gen')
+  if failed(info) then return refuse(2, info) end
+  local refused = newer(info[1])
+  if refused then return refused end
+  local count
+  if seen then
+    count = redis.pcall('LLEN', KEYS[1])
+    if failed(count) then return refuse(1, count) end
+    return nil, count, info[2], false
+  end
+  count = redis.pcall('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + 999, #ARGV)))
   if failed(count) then return refuse(1, count) end
-  return {0, count, info[2]}
+  for from = first + 1000, #ARGV, 1000 do
+    count = redis.call('RPUSH', KEYS[1], unpack(ARGV, from, math.min(from + 999, #ARGV)))
+  end
+  redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])
+  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -33)
+  local gen = info[2] or ARGV[2]
+  redis.call('HSET', KEYS[2], 'v', ARGV[1], 'updated', ARGV[3], 'gen', gen)
+  refresh(tonumber(ARGV[5]))
+  return nil, count, gen, true
 end
-count = redis.pcall('RPUSH', KEYS[1], unpack(ARGV, 6, math.min(1005, #ARGV)))
-if failed(count) then return refuse(1, count) end
-for first = 1006, #ARGV, 1000 do
-  count = redis.call('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + 999, #ARGV)))
-end
-redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])
-redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -33)
-local gen = info[2] or ARGV[2]
-redis.call('HSET', KEYS[2], 'v', ARGV[1], 'updated', ARGV[3], 'gen', gen)
-refresh(tonumber(ARGV[5]))
+"""
+
+_APPEND = Script.of(
+    _APPEND_BATCH
+    + """
+local refused, count, gen = append(6)
+if refused then return refused end
 return {0, count, gen}
-""")
+"""
+)
+
+# ARGV: as _APPEND's, then cached gen, cached count, tail size (0: none), records... Appends,
+# then returns what a read returns: with a tail size, the last that many messages; otherwise
+# the messages between the cached count (0 when the gen differs) and this batch, which the
+# caller holds already. Start -1: the batch had been applied before (a resend), read apart.
+_APPEND_READ = Script.of(
+    _APPEND_BATCH
+    + """
+local refused, count, gen, applied = append(9)
+if refused then return refused end
+if not applied then return {0, count, gen, -1, {}} end
+local tail = tonumber(ARGV[8])
+if tail > 0 then return {0, count, gen, 0, redis.call('LRANGE', KEYS[1], -tail, -1)} end
+local before = count - (#ARGV - 8)
+local start = 0
+if gen == ARGV[6] and tonumber(ARGV[7]) <= before then start = tonumber(ARGV[7]) end
+local records = {}
+if start < before then records = redis.call('LRANGE', KEYS[1], start, before - 1) end
+return {0, count, gen, start, records}
+"""
+)
 
 # ARGV: version, cached gen, cached count. Only the messages past the cached count when the
 # gen still matches (nothing was cleared since); otherwise all of them.
@@ -265,17 +298,7 @@ class RedisCore:
     def append(self, messages: Sequence[Message]) -> Flow[None]:
         if not messages:
             return
-        records = [encode_message(m) for m in messages]
-        now = time.time()
-        args: tuple[str | int, ...] = (
-            SCHEMA_VERSION,
-            uuid.uuid4().hex,
-            repr(now),
-            int(now * 1000),
-            self.ttl_ms,
-            *records,
-        )
-        reply = yield Eval(_APPEND, self.keys, args)
+        reply = yield Eval(_APPEND, self.keys, self._append_args(messages))
         self._check(reply)
         count, gen = int(reply[1]), _text(reply[2])
         # Extend the cache only when our batch sits right after it; otherwise the next read
@@ -284,6 +307,38 @@ class RedisCore:
         if cache.generation in (None, gen) and cache.position + len(messages) == count:
             cache.generation = gen
             cache.extend(messages, count)
+
+    def append_then_read(
+        self, messages: Sequence[Message], limit: int | None
+    ) -> Flow[tuple[Message, ...]]:
+        """:meth:`append`, then :meth:`read`, in one script."""
+        if not messages:
+            return (yield from self.read(limit))
+        if limit is not None and limit <= 0:
+            yield from self.append(messages)
+            return ()
+        cache = self._cache
+        tail = limit if limit is not None and cache.generation is None else 0
+        args = (
+            *self._append_args(messages, records=False),
+            cache.generation or "",
+            cache.position,
+            tail,
+            *(encode_message(m) for m in messages),
+        )
+        reply = yield Eval(_APPEND_READ, self.keys, args)
+        self._check(reply)
+        count, gen, start, records = int(reply[1]), _text(reply[2]), int(reply[3]), reply[4]
+        if start < 0:  # a resent batch, applied before: where it sits is unknown here
+            return (yield from self.read(limit))
+        if tail:
+            return tuple(decode_message(r, store=self.store) for r in records)
+        if start == 0:  # everything before the batch came back: a first read, or cleared since
+            cache.reset(gen)
+        decoded = [decode_message(r, store=self.store) for r in records]
+        cache.extend(decoded, start + len(decoded))
+        cache.extend(messages, count)
+        return cache.view(limit)
 
     def read(self, limit: int | None) -> Flow[tuple[Message, ...]]:
         if limit is not None and limit <= 0:
@@ -345,6 +400,14 @@ class RedisCore:
         return found
 
     # --- helpers ---------------------------------------------------------------------
+
+    def _append_args(
+        self, messages: Sequence[Message], *, records: bool = True
+    ) -> tuple[str | int, ...]:
+        """An append's ARGV: version, a fresh token, now twice, the ttl, then the records."""
+        now = time.time()
+        head = (SCHEMA_VERSION, uuid.uuid4().hex, repr(now), int(now * 1000), self.ttl_ms)
+        return (*head, *(encode_message(m) for m in messages)) if records else head
 
     def _check(self, reply: Sequence[Any]) -> None:
         status = int(reply[0])

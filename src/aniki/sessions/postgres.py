@@ -8,6 +8,7 @@ only runs each operation's queries in one transaction.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
 from ._codec import check_limit, redact, to_messages
-from ._postgres_core import Flow, PostgresCore, import_psycopg, translate
+from ._postgres_core import Flow, PostgresCore, Query, import_psycopg, translate
 from .base import SessionInfo
 
 if TYPE_CHECKING:
@@ -115,6 +116,13 @@ class PostgresSession(_Base):
         checked = check_limit(limit)
         return self._run(lambda: self._core.read(checked))
 
+    def _add_then_get(
+        self, messages: list[Message], limit: int | None = None
+    ) -> tuple[Message, ...]:
+        # add_messages then get_messages, usually in one statement (see aniki._run.session_io).
+        checked = check_limit(limit)
+        return self._run(lambda: self._core.append_then_read(messages, checked))
+
     def clear(self) -> None:
         """Delete the history and the session's derived state."""
         self._run(self._core.clear)
@@ -187,26 +195,20 @@ def _drive(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
         step = next(flow)
     except StopIteration as done:
         return cast(T, done.value)
-    if step.alone and conn.autocommit:
-        with conn.cursor() as cursor:
-            cursor.execute(step.statement, step.params)
-            return _finish(flow, cursor.fetchall() if cursor.description is not None else [])
-    with conn.transaction(), conn.cursor() as cursor:
+    alone = step.alone and conn.autocommit
+    with contextlib.nullcontext() if alone else conn.transaction(), conn.cursor() as cursor:
         try:
             while True:
+                _check_alone(alone, step)
                 cursor.execute(step.statement, step.params)
                 step = flow.send(cursor.fetchall() if cursor.description is not None else [])
         except StopIteration as done:
             return cast(T, done.value)
 
 
-def _finish(flow: Flow[T], rows: list[tuple[Any, ...]]) -> T:
-    """Send a lone statement's rows to its flow, which must then return."""
-    try:
-        flow.send(rows)
-    except StopIteration as done:
-        return cast(T, done.value)
-    raise RuntimeError("a flow yielded another query after one marked alone")
+def _check_alone(alone: bool, step: Query) -> None:
+    if alone and not step.alone:
+        raise RuntimeError("a flow that began with a lone statement yielded one needing BEGIN")
 
 
 class AsyncPostgresSession(_Base):
@@ -249,6 +251,13 @@ class AsyncPostgresSession(_Base):
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
         checked = check_limit(limit)
         return await self._run(lambda: self._core.read(checked))
+
+    async def _add_then_get(
+        self, messages: list[Message], limit: int | None = None
+    ) -> tuple[Message, ...]:
+        # add_messages then get_messages, usually in one statement (see aniki._run.session_io).
+        checked = check_limit(limit)
+        return await self._run(lambda: self._core.append_then_read(messages, checked))
 
     async def clear(self) -> None:
         """Delete the history and the session's derived state."""
@@ -323,13 +332,14 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
         step = next(flow)
     except StopIteration as done:
         return cast(T, done.value)
-    if step.alone and conn.autocommit:
-        async with conn.cursor() as cursor:
-            await cursor.execute(step.statement, step.params)
-            return _finish(flow, await cursor.fetchall() if cursor.description is not None else [])
-    async with conn.transaction(), conn.cursor() as cursor:
+    alone = step.alone and conn.autocommit
+    async with (
+        contextlib.nullcontext() if alone else conn.transaction(),
+        conn.cursor() as cursor,
+    ):
         try:
             while True:
+                _check_alone(alone, step)
                 await cursor.execute(step.statement, step.params)
                 step = flow.send(await cursor.fetchall() if cursor.description is not None else [])
         except StopIteration as done:

@@ -93,6 +93,12 @@ class RedisSession:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
         return self._run(self._core.read(check_limit(limit)))
 
+    def _add_then_get(
+        self, messages: list[Message], limit: int | None = None
+    ) -> tuple[Message, ...]:
+        # add_messages then get_messages in one round trip (see aniki._run.session_io).
+        return self._run(self._core.append_then_read(messages, check_limit(limit)))
+
     def clear(self) -> None:
         """Delete the history and the session's derived state."""
         self._run(self._core.clear())
@@ -200,6 +206,12 @@ class AsyncRedisSession:
     async def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
         return await self._run(self._core.read(check_limit(limit)))
+
+    async def _add_then_get(
+        self, messages: list[Message], limit: int | None = None
+    ) -> tuple[Message, ...]:
+        # add_messages then get_messages in one round trip (see aniki._run.session_io).
+        return await self._run(self._core.append_then_read(messages, check_limit(limit)))
 
     async def clear(self) -> None:
         """Delete the history and the session's derived state."""

@@ -1,0 +1,151 @@
+"""A run's writes and reads over every store, bare and behind a policy.
+
+A run appends and then reads twice per turn; Redis and PostgreSQL sessions do each pair in one
+round trip (``_add_then_get``). These checks hold the fused path to the plain one: the same
+history stored, the same messages returned, other writers' messages seen.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aniki import Agent, Message, Runner, WindowedSession
+from aniki.sessions import _postgres_core, _redis_core
+from aniki.sessions.budget import TokenBudgetSession
+from aniki.testing import MockProvider
+from aniki.tokens import EstimatingCounter
+
+from .histories import user
+from .stores import Store, make_store, resolve
+
+FUSED = ("redis", "async_redis", "postgres", "async_postgres")
+
+Wrap = Callable[[Any], Any]
+POLICIES: dict[str, Wrap] = {
+    "bare": lambda inner: inner,
+    "windowed": lambda inner: WindowedSession(inner, 3),
+    "budget": lambda inner: TokenBudgetSession(inner, 40, counter=EstimatingCounter()),
+}
+
+
+@pytest.fixture(params=FUSED)
+async def server_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """The stores that fuse an append with the read after it."""
+    opened = make_store(request.param, tmp_path)
+    yield opened
+    await opened.close()
+
+
+def count_steps(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every round trip a Redis or PostgreSQL session makes from now on (one per step)."""
+    steps: list[object] = []
+    for module, name in ((_redis_core, "Eval"), (_postgres_core, "Query")):
+        original = getattr(module, name)
+
+        def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            step = _original(*args, **kwargs)
+            steps.append(step)
+            return step
+
+        monkeypatch.setattr(module, name, counted)
+    return steps
+
+
+async def fused(session: Any, messages: list[Message], *limit: int) -> tuple[Message, ...]:
+    result: tuple[Message, ...] = await resolve(session._add_then_get(messages, *limit))
+    return result
+
+
+def contents(messages: Any) -> list[str]:
+    return [m.content for m in messages]
+
+
+async def test_the_server_stores_fuse_an_append_with_the_read_after_it(store: Store) -> None:
+    session = store.open(f"fused-{uuid.uuid4().hex}")
+    if store.kind not in FUSED:
+        assert getattr(session, "_add_then_get", None) is None
+        return
+    assert contents(await fused(session, [user("a")])) == ["a"]
+    other = store.open(session.id)
+    await resolve(other.add_messages([user("b"), user("c")]))  # between two of ours
+    assert contents(await fused(session, [user("d"), user("e")])) == ["a", "b", "c", "d", "e"]
+    assert contents(await fused(session, [user("f")], 2)) == ["e", "f"]
+    assert await fused(session, [user("g")], 0) == ()
+    stored = tuple(await resolve(store.open(session.id).get_messages()))
+    assert contents(stored) == ["a", "b", "c", "d", "e", "f", "g"]
+    assert await resolve(session.get_messages()) == stored
+
+    fresh = store.open(session.id)  # nothing cached: a limited read takes the tail only
+    assert contents(await fused(fresh, [user("h")], 3)) == ["f", "g", "h"]
+    await resolve(other.clear())
+    assert contents(await fused(session, [user("new")])) == ["new"]  # the clear is seen
+
+
+async def test_a_cleared_and_refilled_session_is_read_whole_again(server_store: Store) -> None:
+    store = server_store
+    session, other = store.open("refill"), store.open("refill")
+    await fused(session, [user("old 1"), user("old 2")])
+    await resolve(other.clear())
+    await resolve(other.add_messages([user("x"), user("y"), user("z")]))
+    assert contents(await fused(session, [user("mine")])) == ["x", "y", "z", "mine"]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_a_run_returns_the_history_it_stored(store: Store, policy: str) -> None:
+    inner = store.open(f"run-{policy}")
+    session = POLICIES[policy](inner)
+    provider = MockProvider()
+    agent = Agent("Helper", "Be brief.", model="mock", provider=provider)
+    runner = Runner()
+    for turn in range(4):
+        provider.enqueue_response(f"answer {turn}")
+        result = await runner.run(agent, message=f"question {turn}", session=session)
+        assert result.messages == tuple(await resolve(session.get_messages()))
+        sent = provider.requests[-1].messages[1:]  # after the system prompt
+        assert sent[-1] == user(f"question {turn}")
+        if policy == "bare":
+            assert sent == result.messages[:-1]  # the model saw the history up to its reply
+        else:
+            assert len(sent) <= 3 or policy == "budget"
+    reopened = store.open(inner.id) if store.persistent else inner
+    stored = contents(await resolve(reopened.get_messages()))
+    assert stored == [text for t in range(4) for text in (f"question {t}", f"answer {t}")]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_a_turn_costs_two_round_trips_on_the_server_stores(
+    server_store: Store, policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = server_store
+    session = POLICIES[policy](store.open(f"trips-{policy}"))
+    provider = MockProvider()
+    agent = Agent("Helper", model="mock", provider=provider)
+    provider.enqueue_response("warm")
+    await Runner().run(agent, message="warm up", session=session)  # tables, scripts, caches
+    steps = count_steps(monkeypatch)
+    for turn in range(3):
+        provider.enqueue_response(f"answer {turn}")
+        await Runner().run(agent, message=f"question {turn}", session=session)
+    assert len(steps) == 2 * 3
+
+
+@pytest.mark.parametrize("kind", ["redis", "async_redis"])
+async def test_a_resent_redis_batch_is_stored_once_and_the_read_still_answers(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(kind, tmp_path)
+    try:
+        session = store.open("resent")
+        await fused(session, [user("first")])
+        token = uuid.uuid4()
+        monkeypatch.setattr(_redis_core.uuid, "uuid4", lambda: token)  # the same batch, twice
+        await fused(session, [user("once")])
+        assert contents(await fused(session, [user("once")])) == ["first", "once"]
+        assert contents(await resolve(store.open("resent").get_messages())) == ["first", "once"]
+    finally:
+        await store.close()

@@ -228,6 +228,52 @@ def test_a_reader_decodes_only_new_lines(tmp_path: Path, monkeypatch: pytest.Mon
     assert len(decoded) == 51  # the writer kept what it wrote
 
 
+def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = FileSession("s", tmp_path)
+    for i in range(200):
+        writer.add_message(_user(f"m{i}"))
+    decoded: list[bytes] = []
+    real = file.decode_messages
+    monkeypatch.setattr(
+        file,
+        "decode_messages",
+        lambda text, *, store: decoded.append(text) or real(text, store=store),
+    )
+    reader = FileSession("s", tmp_path)
+    assert reader.get_messages(3) == (_user("m197"), _user("m198"), _user("m199"))
+    assert len(decoded) == 3
+    assert reader.get_messages(0) == ()
+    assert len(reader.get_messages()) == 200  # a full read still sees everything
+    assert reader.get_messages(2) == (_user("m198"), _user("m199"))  # now from the cache
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 65536])
+def test_the_tail_is_the_end_of_the_whole_history_whatever_the_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    # Batches span the window's edge, lines span the chunks read, and a torn line ends the file.
+    real = file.last_records
+    monkeypatch.setattr(
+        file, "last_records", lambda *args, **kwargs: real(*args, **kwargs, chunk=chunk)
+    )
+    writer = FileSession("s", tmp_path)
+    assert FileSession("s", tmp_path).get_messages(5) == ()
+    history: list[Message] = []
+    for i in range(12):
+        batch = [_user(f"{i}.{j} " + "long " * (i * 7 % 23)) for j in range(1 + i % 3)]
+        writer.add_messages(batch)
+        history += batch
+    with writer.path.open("ab") as handle:
+        handle.write(b'{"role":"user","content":"torn')
+    for limit in range(len(history) + 3):
+        expected = tuple(history)[-limit:] if limit else ()
+        assert FileSession("s", tmp_path).get_messages(limit) == expected
+    writer.clear()
+    assert FileSession("s", tmp_path).get_messages(4) == ()
+
+
 def test_list_sessions_reports_counts_and_never_creates_the_directory(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "d")
     assert store.list_sessions() == []

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import CorruptStoreError, UserError
+
+T = TypeVar("T")
 
 try:
     import fcntl
@@ -21,6 +23,7 @@ __all__ = [
     "end_of_records",
     "flock",
     "fsync_directory",
+    "last_records",
     "lock",
     "read_meta",
     "replace_file",
@@ -71,6 +74,37 @@ def end_of_records(fd: int, start: int) -> int:
         position = chunk_start
     os.ftruncate(fd, position)
     return position
+
+
+def last_records(
+    fd: int, start: int, want: int, decode: Callable[[bytes], Sequence[T]], *, chunk: int = 65536
+) -> list[T]:
+    """The items of the last complete lines after ``start``, read backwards until there are
+    at least ``want`` of them (or the lines run out), oldest first; a torn last line is not
+    a line. ``decode`` turns one line into its items (a record may hold several)."""
+    position = os.fstat(fd).st_size
+    pending = b""  # read, not yet split: the head of a line whose start is further back
+    torn = True  # until the last newline is found, what was read is a torn line
+    lines: list[Sequence[T]] = []  # newest first
+    found = 0
+    while position > start and found < want:
+        low = max(start, position - chunk)
+        pending = os.pread(fd, position - low, low) + pending
+        position = low
+        if torn:
+            cut = pending.rfind(b"\n")
+            if cut < 0:
+                continue
+            pending, torn = pending[:cut], False
+        while found < want and pending:
+            cut = pending.rfind(b"\n")
+            if cut < 0 and position > start:
+                break  # the line starts in a chunk not read yet
+            line, pending = pending[cut + 1 :], pending[: max(cut, 0)]
+            items = decode(line)
+            lines.append(items)
+            found += len(items)
+    return [item for items in reversed(lines) for item in items]
 
 
 def write_at(fd: int, data: bytes, offset: int) -> None:

@@ -63,6 +63,7 @@ from ._file_io import (
     end_of_records,
     flock,
     fsync_directory,
+    last_records,
     lock,
     read_meta,
     replace_file,
@@ -156,6 +157,10 @@ class FileSession:
         with self._locked(create=False, exclusive=False) as fd:
             if fd is None:
                 self._reset(None, 0)
+            elif limit is not None and self._generation is None:
+                # Nothing cached yet: read only the tail, backwards, so that a policy over a
+                # freshly opened session costs the size of its window, not of the file.
+                return self._tail(fd, limit)
             else:
                 self._refresh(fd)
             if limit is not None:
@@ -328,6 +333,15 @@ class FileSession:
                 self._cache.extend(decode_messages(line, store=self._label))
             self._snapshot = None
             self._offset += complete
+
+    def _tail(self, fd: int, limit: int) -> tuple[Message, ...]:
+        head = parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
+        if head is None or limit == 0:
+            return ()
+        self._start = head[1]
+        label = self._label
+        found = last_records(fd, head[1], limit, lambda line: decode_messages(line, store=label))
+        return tuple(found[-limit:])
 
     def _reset(self, generation: int | None, offset: int) -> None:
         self._cache = []

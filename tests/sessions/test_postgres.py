@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -162,6 +163,39 @@ def test_an_append_that_waited_on_another_reads_again_and_misses_nothing(
     assert fresh.get_messages() == done[0]
     fresh.close()
     session.close()
+
+
+@pytest.mark.parametrize("autocommit", [False, True], ids=["transaction-pool", "autocommit-pool"])
+def test_each_pooled_operation_is_one_round_trip_and_the_pool_keeps_its_mode(
+    table: str, tmp_path: Path, autocommit: bool
+) -> None:
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(
+        postgres_dsn(), min_size=1, max_size=1, kwargs={"autocommit": autocommit}, open=True
+    )
+    try:
+        session = PostgresSession("pooled", pool=pool, table=table)
+        session.add_message({"role": "user", "content": "creates the tables"})
+        trace = tmp_path / "libpq.trace"
+        with trace.open("w") as handle:
+            with pool.connection() as conn:  # the pool's only connection: the session's too
+                conn.pgconn.trace(handle.fileno())
+            session.add_message({"role": "user", "content": "one"})
+            session.add_messages([{"role": "user", "content": "two"}])
+            assert [m.content for m in session.get_messages()][-2:] == ["one", "two"]
+            with pool.connection() as conn:
+                conn.pgconn.untrace()
+                assert conn.autocommit is autocommit
+        # Lines read "[time] F|B length type args...": a request the client sends ends with
+        # Sync (or is one simple Query), and waits for the server's answer.
+        sent = [line.split("\t") for line in trace.read_text().splitlines()]
+        kinds = [fields[fields.index("F") + 2] for fields in sent if "F" in fields]
+        assert kinds.count("Sync") + kinds.count("Query") == 3, kinds
+        with PostgresSession("pooled", postgres_dsn(), table=table) as other:
+            assert len(other.get_messages()) == 3  # committed
+    finally:
+        pool.close()
 
 
 def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(

@@ -70,6 +70,19 @@ def _connect_kwargs(conninfo: str, psycopg: Any) -> dict[str, Any]:
     return {} if "connect_timeout" in params else {"connect_timeout": _CONNECT_TIMEOUT}
 
 
+def _borrow_autocommit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether to switch a pooled connection to autocommit while a session uses it.
+
+    A pool's connections are in transaction mode unless it was made with
+    ``kwargs={"autocommit": True}``; there every statement opens a transaction the session then
+    commits, one round trip more each way. An idle connection is switched (a client-side flag,
+    no I/O) and switched back before it returns to the pool; one in a transaction is left be.
+    """
+    from psycopg.pq import TransactionStatus
+
+    return not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+
+
 class PostgresSession(_Base):
     """A conversation stored in PostgreSQL, shared by every instance and process using the id.
 
@@ -177,7 +190,15 @@ class PostgresSession(_Base):
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         if self._pool is not None:
             with self._pool.connection() as pooled:
-                yield pooled
+                if not _borrow_autocommit(pooled):
+                    yield pooled
+                    return
+                pooled.autocommit = True
+                try:
+                    yield pooled
+                finally:
+                    with contextlib.suppress(self._psycopg.Error):
+                        pooled.autocommit = False
             return
         if self._conn is None or self._conn.closed:
             self._conn = self._psycopg.connect(self._dsn, autocommit=True, **self._connect_kwargs)
@@ -312,7 +333,15 @@ class AsyncPostgresSession(_Base):
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if self._pool is not None:
             async with self._pool.connection() as pooled:
-                yield pooled
+                if not _borrow_autocommit(pooled):
+                    yield pooled
+                    return
+                await pooled.set_autocommit(True)
+                try:
+                    yield pooled
+                finally:
+                    with contextlib.suppress(self._psycopg.Error):
+                        await pooled.set_autocommit(False)
             return
         if self._conn is None or self._conn.closed:
             self._conn = await self._psycopg.AsyncConnection.connect(

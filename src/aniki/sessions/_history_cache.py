@@ -8,14 +8,17 @@ when the generation changed, so a long conversation costs O(new messages) per re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, Generic, TypeVar
 
 from ..messages import Message
 
-__all__ = ["HistoryCache"]
+__all__ = ["HistoryCache", "unfused"]
 
 G = TypeVar("G")
+S = TypeVar("S")
+
+Flow = Generator[S, Any, "tuple[Message, ...]"]
 
 
 class HistoryCache(Generic[G]):
@@ -50,3 +53,23 @@ class HistoryCache(Generic[G]):
         if self._snapshot is None:
             self._snapshot = tuple(self._messages)
         return self._snapshot if limit is None else self._snapshot[-limit:]
+
+
+def unfused(
+    messages: Sequence[Message],
+    limit: int | None,
+    append: Callable[[Sequence[Message]], Generator[S, Any, None]],
+    read: Callable[[int | None], Flow[S]],
+) -> Flow[S] | None:
+    """The flow for an append-then-read that needs no fused step (nothing to append, or
+    nothing to return), else ``None``: the store's own flows, run one after the other."""
+    if not messages:
+        return read(limit)
+    if limit is not None and limit <= 0:
+        return _append_only(append(messages))
+    return None
+
+
+def _append_only(append: Generator[S, Any, None]) -> Flow[S]:
+    yield from append
+    return ()

@@ -44,7 +44,7 @@ from ._codec import (
     encode_message,
     encode_meta,
 )
-from ._history_cache import HistoryCache
+from ._history_cache import HistoryCache, unfused
 from .base import SessionInfo
 
 if TYPE_CHECKING:
@@ -325,11 +325,9 @@ class PostgresCore:
     ) -> Flow[tuple[Message, ...]]:
         """:meth:`append`, then :meth:`read`: one statement, unless another append committed
         while this one waited for the session's row (then a second reads afresh)."""
-        if not messages:
-            return (yield from self.read(limit))
-        if limit is not None and limit <= 0:
-            yield from self.append(messages)
-            return ()
+        plain = unfused(messages, limit, self.append, self.read)
+        if plain is not None:
+            return (yield from plain)
         cache = self._cache
         tail = limit if limit is not None and cache.generation is None else 0
         params = {

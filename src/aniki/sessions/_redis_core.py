@@ -53,7 +53,7 @@ from ._codec import (
     encode_meta,
     redact,
 )
-from ._history_cache import HistoryCache
+from ._history_cache import HistoryCache, unfused
 from .base import SessionInfo
 
 __all__ = ["DEFAULT_URL", "Eval", "Flow", "Pipeline", "RedisCore", "import_redis", "translate"]
@@ -312,11 +312,9 @@ class RedisCore:
         self, messages: Sequence[Message], limit: int | None
     ) -> Flow[tuple[Message, ...]]:
         """:meth:`append`, then :meth:`read`, in one script."""
-        if not messages:
-            return (yield from self.read(limit))
-        if limit is not None and limit <= 0:
-            yield from self.append(messages)
-            return ()
+        plain = unfused(messages, limit, self.append, self.read)
+        if plain is not None:
+            return (yield from plain)
         cache = self._cache
         tail = limit if limit is not None and cache.generation is None else 0
         args = (

@@ -169,6 +169,19 @@ class Message:
                 field="tool_call_id",
             )
 
+    @classmethod
+    def _text(cls, role: str, content: str) -> Message:
+        """A system, user or assistant message with text only, from values the caller has
+        checked (``role`` one of those three; ``content`` a non-empty ``str`` that encodes
+        as UTF-8). Skips ``__post_init__``, which costs more than the rest of reading a
+        stored message; stores use it on records they have just checked."""
+        message = object.__new__(cls)
+        object.__setattr__(message, "role", role)
+        object.__setattr__(message, "content", content)
+        object.__setattr__(message, "tool_calls", ())
+        object.__setattr__(message, "tool_call_id", None)
+        return message
+
     def to_dict(self) -> dict[str, Any]:
         """The message as a JSON-safe dict; :meth:`from_dict` gives back an equal message.
 

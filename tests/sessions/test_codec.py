@@ -69,6 +69,43 @@ def test_unreadable_records_raise_corrupt_store_error_naming_the_store(text: str
     assert "sqlite:///tmp/x.db" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"role": "user", "content": ""}',
+        '{"role": "tool", "content": "x"}',
+        '{"role": ["user"], "content": "x"}',
+        '{"role": "user", "content": 5}',
+        '{"role": "user", "content": "\\ud800"}',
+        '{"role": "User", "content": "x"}',
+        '{"role": "user", "extra": "x"}',
+        '{"role": "user", "content": "x"} trailing',
+        b'{"role": "user", "content": "\xff"}',
+    ],
+)
+def test_records_near_the_plain_shape_are_checked_as_fully_as_any(text: str | bytes) -> None:
+    # Plain text messages take a short path on reading; nothing invalid may slip through it.
+    with pytest.raises(CorruptStoreError, match="cannot be read"):
+        decode_message(text, store="s")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"role":"user","content":"plain"}',
+        '{"role":"system","content":"caf\\u00e9 \\ud83d\\ude00"}',
+        '  {"role": "assistant", "content": "spaced"}\n',
+        '{"content":"key order","role":"user"}',
+        '{"role":"user","content":"x","tool_call_id":null}',
+    ],
+)
+def test_the_plain_path_and_the_checked_path_build_equal_messages(text: str) -> None:
+    decoded = decode_message(text, store="s")
+    assert decoded == Message.from_dict(json.loads(text))
+    assert decode_message(text.encode("utf-8"), store="s") == decoded
+    assert hash(decoded) == hash(Message.from_dict(json.loads(text)))
+
+
 def test_to_messages_validates_the_whole_batch_first() -> None:
     good = {"role": "user", "content": "hi"}
     assert to_messages([good, Message(role="user", content="x")])[0] == Message(

@@ -43,6 +43,9 @@ __all__ = [
     "to_messages",
 ]
 
+_DECODER = json.JSONDecoder()
+_TEXT_ROLES = frozenset({"system", "user", "assistant"})
+
 SCHEMA_VERSION = 1
 """The layout version of stored data. Stores refuse data with a higher one."""
 
@@ -84,9 +87,17 @@ def encode_batch(messages: Iterable[Message]) -> str:
 def decode_message(text: str | bytes, *, store: str) -> Message:
     """The message stored as ``text``; :class:`~aniki.CorruptStoreError` when it is not one."""
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise _corrupt(text, exc, store) from exc
+        # The record as aniki writes it, parsed without json.loads's wrapping; anything else
+        # (leading or trailing space, bad bytes, bad JSON) goes to json.loads to decide.
+        plain = text if isinstance(text, str) else text.decode("utf-8")
+        data, end = _DECODER.raw_decode(plain)
+        if end != len(plain):
+            raise ValueError("more after the record")
+    except ValueError:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise _corrupt(text, exc, store) from exc
     return _from_data(data, text, store)
 
 
@@ -103,12 +114,30 @@ def decode_messages(text: str | bytes, *, store: str) -> list[Message]:
 
 
 def _from_data(data: Any, text: str | bytes, store: str) -> Message:
+    if type(data) is dict and len(data) == 2:  # the common case: a plain text message
+        role, content = data.get("role"), data.get("content")
+        if (
+            type(role) is str
+            and role in _TEXT_ROLES
+            and type(content) is str
+            and content
+            and (content.isascii() or _encodes(content))
+        ):
+            return Message._text(role, content)
     try:
         if not isinstance(data, dict):
             raise TypeError(f"a stored message must be a JSON object, not {type(data).__name__}")
         return Message.from_dict(data)
     except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
         raise _corrupt(text, exc, store) from exc
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: Message's own check words the error
+        return False
+    return True
 
 
 def _corrupt(text: str | bytes, exc: Exception, store: str) -> CorruptStoreError:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aniki import Agent, Message, Runner, WindowedSession
+from aniki import Agent, EncryptedSession, Message, Runner, WindowedSession
 from aniki.sessions import _postgres_core, _redis_core
 from aniki.sessions.budget import TokenBudgetSession
 from aniki.testing import MockProvider
@@ -25,12 +25,21 @@ from .stores import Store, make_store, resolve
 
 FUSED = ("redis", "async_redis", "postgres", "async_postgres")
 
+KEY = EncryptedSession.generate_key()
+
 Wrap = Callable[[Any], Any]
 POLICIES: dict[str, Wrap] = {
     "bare": lambda inner: inner,
     "windowed": lambda inner: WindowedSession(inner, 3),
     "budget": lambda inner: TokenBudgetSession(inner, 40, counter=EstimatingCounter()),
+    "encrypted": lambda inner: EncryptedSession(inner, KEY),
+    "windowed-encrypted": lambda inner: WindowedSession(EncryptedSession(inner, KEY), 3),
 }
+
+
+def whole(policy: str, store: Any) -> Any:
+    """What reads the whole history in plain text under ``policy``."""
+    return EncryptedSession(store, KEY) if "encrypted" in policy else store
 
 
 @pytest.fixture(params=FUSED)
@@ -108,12 +117,14 @@ async def test_a_run_returns_the_history_it_stored(store: Store, policy: str) ->
         assert result.messages == tuple(await resolve(session.get_messages()))
         sent = provider.requests[-1].messages[1:]  # after the system prompt
         assert sent[-1] == user(f"question {turn}")
-        if policy == "bare":
+        if policy in ("bare", "encrypted"):
             assert sent == result.messages[:-1]  # the model saw the history up to its reply
         else:
             assert len(sent) <= 3 or policy == "budget"
     reopened = store.open(inner.id) if store.persistent else inner
-    stored = contents(await resolve(reopened.get_messages()))
+    stored = contents(await resolve(whole(policy, reopened).get_messages()))
+    if "encrypted" in policy:  # the store itself holds no plain text
+        assert "question 0" not in contents(await resolve(reopened.get_messages()))
     assert stored == [text for t in range(4) for text in (f"question {t}", f"answer {t}")]
 
 

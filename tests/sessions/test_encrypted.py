@@ -131,3 +131,29 @@ async def test_an_agent_over_an_encrypted_async_store() -> None:
     assert all("4242" not in m.content for m in store.inner.get_messages())
     await session.clear()
     assert await session.get_messages() == ()
+
+
+class FourMethodStore:
+    """A store with no ``limit=`` on ``get_messages``."""
+
+    def __init__(self) -> None:
+        self.id, self.messages = "four", []
+
+    def add_message(self, message: Message) -> None:
+        self.messages.append(message)
+
+    def get_messages(self) -> tuple[Message, ...]:
+        return tuple(self.messages)
+
+    def clear(self) -> None:
+        self.messages.clear()
+
+
+def test_a_limit_over_a_store_without_one_is_taken_here() -> None:
+    session = EncryptedSession(FourMethodStore(), EncryptedSession.generate_key())
+    session.add_messages(HISTORY)
+    assert session.get_messages(limit=2) == tuple(HISTORY[-2:])
+    assert session.get_messages(limit=9) == tuple(HISTORY)
+    assert session.get_messages(limit=0) == ()
+    with pytest.raises(UserError, match="limit"):
+        session.get_messages(limit="2")  # type: ignore[arg-type]

@@ -15,11 +15,12 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 from ..errors import StoreError, UserError
 from ..messages import Message, MessageLike, ToolCall, to_message
-from ._policy import add_each
+from ._codec import check_limit
+from ._policy import accepts_limit, add_each
 from .base import AsyncSession, Session
 
 __all__ = ["DecryptionError", "EncryptedSession"]
@@ -85,6 +86,7 @@ class EncryptedSession(Generic[SessionT]):
             if not callable(getattr(inner, member, None)):
                 raise UserError(f"EncryptedSession wraps a session; {inner!r} has no {member}()")
         self._inner: SessionT = inner
+        self._limited = accepts_limit(inner.get_messages)
         self._crypto = _fernet([key, *old_keys])
         self._local_meta: dict[str, Any] = {}
 
@@ -156,6 +158,10 @@ class EncryptedSession(Generic[SessionT]):
     def _decrypt_all(self, stored: Sequence[Message]) -> tuple[Message, ...]:
         return tuple(self.decrypt(message, index) for index, message in enumerate(stored))
 
+    def _decrypt_tail(self, stored: Sequence[Message], limit: int) -> tuple[Message, ...]:
+        start = max(len(stored) - limit, 0) if limit > 0 else len(stored)
+        return tuple(self.decrypt(stored[i], i) for i in range(start, len(stored)))
+
     # -- the session protocol --------------------------------------------------------------
 
     @overload
@@ -192,11 +198,29 @@ class EncryptedSession(Generic[SessionT]):
     ) -> Coroutine[Any, Any, tuple[Message, ...]]: ...
     def get_messages(self, limit: int | None = None) -> Any:
         """The history in plaintext; with ``limit``, the most recent ``limit`` messages."""
+        limit = check_limit(limit)
         if limit is None:
             stored = self._inner.get_messages()
-        else:
+        elif self._limited:
             stored = self._inner.get_messages(limit=limit)  # type: ignore[call-arg]
+        else:  # a store without limit=: read it all, decrypt only the tail
+            wanted = limit
+
+            def tail(everything: Sequence[Message]) -> tuple[Message, ...]:
+                return self._decrypt_tail(everything, wanted)
+
+            return _then(cast(Any, self._inner.get_messages()), tail)
         return _then(stored, self._decrypt_all)
+
+    def _add_then_get(self, messages: list[Message], limit: int | None = None) -> Any:
+        # Encrypt, append and read back in one round trip when the inner store fuses the two
+        # (see aniki._run.session_io); None, having written nothing, when it cannot.
+        fused = getattr(self._inner, "_add_then_get", None)
+        if fused is None:
+            return None
+        batch = [self.encrypt(message) for message in messages]
+        stored = fused(batch) if limit is None else fused(batch, limit)
+        return None if stored is None else _then(stored, self._decrypt_all)
 
     @overload
     def clear(self: EncryptedSession[Session]) -> None: ...

@@ -31,7 +31,7 @@ import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import timezone
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError, UserError
 from ..messages import Message
@@ -46,9 +46,6 @@ from ._codec import (
 )
 from ._history_cache import HistoryCache, unfused
 from .base import SessionInfo
-
-if TYPE_CHECKING:
-    from psycopg import sql
 
 __all__ = ["Flow", "PostgresCore", "Query", "check_table", "import_psycopg", "translate"]
 
@@ -67,7 +64,7 @@ _READY: set[tuple[str, str]] = set()
 class Query:
     """A step: run ``statement`` with ``params``; the reply is the rows (``[]`` when none)."""
 
-    statement: sql.Composed
+    statement: bytes
     """The SQL, with the table names already quoted in."""
     params: dict[str, Any] | None = None
     """Values for its ``%(name)s`` placeholders; never spliced into the text."""
@@ -102,21 +99,21 @@ def check_table(table: object) -> str:
 class _Statements:
     lock_name: str
     regclass_names: dict[str, Any]
-    lock: sql.Composed
-    find_tables: sql.Composed
-    get_version: sql.Composed
-    create: tuple[sql.Composed, ...]
-    put_version: sql.Composed
-    append: sql.Composed
-    append_read: sql.Composed
-    append_tail: sql.Composed
-    read: sql.Composed
-    tail: sql.Composed
-    clear: tuple[sql.Composed, ...]
-    get_meta: sql.Composed
-    set_meta: sql.Composed
-    delete_meta: sql.Composed
-    list_sessions: sql.Composed
+    lock: bytes
+    find_tables: bytes
+    get_version: bytes
+    create: tuple[bytes, ...]
+    put_version: bytes
+    append: bytes
+    append_read: bytes
+    append_tail: bytes
+    read: bytes
+    tail: bytes
+    clear: tuple[bytes, ...]
+    get_meta: bytes
+    set_meta: bytes
+    delete_meta: bytes
+    list_sessions: bytes
 
 
 # The CTEs of an append; {placeholders} are the quoted table names.
@@ -131,7 +128,7 @@ _APPEND = (
     "), m AS ("
     " INSERT INTO {messages} (session_id, message)"
     " SELECT %(sid)s, batch.record FROM s,"
-    " unnest(%(records)s::text[]) WITH ORDINALITY AS batch(record, position)"
+    " unnest(%(records)b::text[]) WITH ORDINALITY AS batch(record, position)"
     " ORDER BY batch.position"
     " RETURNING seq"
     ")"
@@ -159,18 +156,17 @@ def _statements(table: str) -> _Statements:
 
     *schema, base = table.split(".")
 
-    def name(suffix: str) -> sql.Identifier:
-        return sql.Identifier(*schema, base + suffix)
-
     def quoted(suffix: str) -> str:
+        # check_table allows only letters, digits and underscores: quoting needs no escapes.
         return ".".join(f'"{part}"' for part in [*schema, base + suffix])
 
     suffixes = {"messages": "", "sessions": "_sessions", "meta": "_meta", "schema": "_schema"}
-    names = {key: name(suffix) for key, suffix in suffixes.items()}
-    names["index"] = sql.Identifier(base + "_by_session")
+    names = {key: sql.SQL(quoted(suffix)) for key, suffix in suffixes.items()}
+    names["index"] = sql.SQL(f'"{base}_by_session"')
 
-    def q(text: str) -> sql.Composed:
-        return sql.SQL(text).format(**names)
+    def q(text: str) -> bytes:
+        # Rendered once: psycopg then finds each statement in its cache of converted queries.
+        return sql.SQL(text).format(**names).as_bytes(None)
 
     return _Statements(
         lock_name=f"aniki:{table}",

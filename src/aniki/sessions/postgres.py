@@ -222,7 +222,7 @@ def _drive(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
             while True:
                 _check_alone(alone, step)
                 cursor.execute(step.statement, step.params)
-                step = flow.send(cursor.fetchall() if cursor.description is not None else [])
+                step = flow.send(cursor.fetchall() if cursor.rownumber is not None else [])
         except StopIteration as done:
             return cast(T, done.value)
 
@@ -370,6 +370,6 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
             while True:
                 _check_alone(alone, step)
                 await cursor.execute(step.statement, step.params)
-                step = flow.send(await cursor.fetchall() if cursor.description is not None else [])
+                step = flow.send(await cursor.fetchall() if cursor.rownumber is not None else [])
         except StopIteration as done:
             return cast(T, done.value)

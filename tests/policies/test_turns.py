@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aniki import Agent, EncryptedSession, Message, Runner, WindowedSession
+from aniki import Agent, EncryptedSession, Message, Runner, WindowedSession, tool
 from aniki.sessions import _postgres_core, _redis_core
 from aniki.sessions.budget import TokenBudgetSession
 from aniki.testing import MockProvider
@@ -160,3 +160,39 @@ async def test_a_resent_redis_batch_is_stored_once_and_the_read_still_answers(
         assert contents(await resolve(store.open("resent").get_messages())) == ["first", "once"]
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_a_streamed_run_sends_what_a_plain_run_sends(store: Store, policy: str) -> None:
+    # A stream keeps its tool turns out of the store until it completes; a policy must still
+    # count them against its bound, so both ways of running send the model the same requests.
+    @tool
+    def lookup(topic: str) -> str:
+        return f"{topic}: " + "fact " * 30
+
+    def script(provider: MockProvider) -> None:
+        for step in range(3):
+            provider.enqueue_response(
+                tool_calls=[{"id": f"call-{step}", "name": "lookup", "arguments": {"topic": "x"}}]
+            )
+        provider.enqueue_response("done")
+
+    sent: dict[str, list[tuple[Message, ...]]] = {}
+    for mode in ("run", "stream"):
+        inner = store.open(f"streamed-{policy}-{mode}")
+        for i in range(12):
+            await resolve(inner.add_message(user(f"earlier {i} " + "words " * 8)))
+        provider = MockProvider()
+        script(provider)
+        agent = Agent("Helper", "Be brief.", model="mock", provider=provider, tools=[lookup])
+        session = POLICIES[policy](inner)
+        if mode == "run":
+            result = await Runner().run(agent, message="now", session=session)
+        else:
+            async with Runner().stream(agent, message="now", session=session) as stream:
+                async for _ in stream:
+                    pass
+            result = stream.result
+        assert result is not None and result.content == "done"
+        sent[mode] = [request.messages for request in provider.requests]
+    assert sent["stream"] == sent["run"]

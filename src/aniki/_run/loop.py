@@ -113,13 +113,15 @@ async def _commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> N
 
 async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     history = outcome.take_history()
-    if history is None:
-        history = await session_io.read(plan.session)
+    if history is None:  # what the store holds, then what a stream has not committed yet
+        history = await session_io.read_with(plan.session, outcome.pending)
+    elif outcome.pending:
+        history = (*history, *outcome.pending)
     instructions = await plan.agent.render_instructions(plan.context)
     head: tuple[Message, ...] = (
         (Message(role="system", content=instructions),) if instructions else ()
     )
-    messages = head + tuple(history) + tuple(outcome.pending)
+    messages = head + tuple(history)
     spec = plan.agent.output
     return ModelRequest(
         model=plan.agent.model,

@@ -5,6 +5,9 @@ return what ``get_messages(limit)`` returns right after it, in one round trip to
 (Redis, PostgreSQL) instead of two. History policies offer ``_add_then_get(messages)`` over such
 a store, and return ``None`` (having written nothing) when the store below them has none.
 A run appends and then reads twice per turn, so these stores serve a turn in two round trips.
+
+A streamed run keeps its tool turns out of the store until it completes; a policy offers
+``_view_with(extra)`` to select over the stored history and those messages together.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from ..messages import Message
 
-__all__ = ["append", "append_then_read", "read"]
+__all__ = ["append", "append_then_read", "read", "read_with"]
 
 
 async def _resolve(value: Any) -> Any:
@@ -50,3 +53,15 @@ async def append_then_read(session: Any, messages: Sequence[Message]) -> Sequenc
             return result
     await append(session, messages)
     return await read(session)
+
+
+async def read_with(session: Any, extra: Sequence[Message]) -> Sequence[Message]:
+    """The history followed by ``extra`` (messages not stored yet), as the model should see
+    it: a history policy selects over both, so ``extra`` counts against its bound."""
+    if not extra:
+        return await read(session)
+    view_with = getattr(session, "_view_with", None)
+    if view_with is not None:
+        messages: Sequence[Message] = await _resolve(view_with(extra))
+        return messages
+    return (*await read(session), *extra)

@@ -135,26 +135,36 @@ class SuffixPolicy(Generic[SessionT]):
             return None
         return self._drive(plan, first)
 
-    def _drive(self, plan: ReadPlan, first: Any) -> Any:
-        """Feed ``plan`` the first window and any further one it asks for; return its view."""
+    def _view_with(self, extra: Sequence[Message]) -> Any:
+        """The selection over the stored history followed by ``extra``, messages not stored
+        yet (a streamed run's tool turns): what :meth:`get_messages` will return once they
+        are, so that they count against the same bound."""
+        plan = self._plan()
+        return self._drive(plan, self._fetch(next(plan)), tuple(extra))
+
+    def _drive(self, plan: ReadPlan, first: Any, extra: tuple[Message, ...] = ()) -> Any:
+        """Feed ``plan`` the first window and any further one it asks for; return its view.
+
+        ``extra`` follows every window (a window then looks longer than the store's answer,
+        which costs at most a few more fetches: each asks for twice as many)."""
         if inspect.isawaitable(first):
-            return self._drive_async(plan, first)
+            return self._drive_async(plan, first, extra)
         window: Sequence[Message] = first
         while True:
             try:
-                request = plan.send(window)
+                request = plan.send((*window, *extra) if extra else window)
             except StopIteration as done:
                 selected: tuple[Message, ...] = done.value
                 return selected
             window = self._fetch(request)
 
     async def _drive_async(
-        self, plan: ReadPlan, first: Awaitable[Sequence[Message]]
+        self, plan: ReadPlan, first: Awaitable[Sequence[Message]], extra: tuple[Message, ...]
     ) -> tuple[Message, ...]:
-        window = await first
+        window: Sequence[Message] = await first
         while True:
             try:
-                request = plan.send(window)
+                request = plan.send((*window, *extra) if extra else window)
             except StopIteration as done:
                 selected: tuple[Message, ...] = done.value
                 return selected

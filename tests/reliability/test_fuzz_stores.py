@@ -28,7 +28,7 @@ from aniki import Message, UserError, ValidationError
 from aniki.messages import to_message
 from aniki.sessions import FileSession, FileStore, SQLiteSession, SQLiteStore
 from aniki.sessions._codec import MAX_ID_LENGTH
-from aniki.sessions._postgres_core import check_table
+from aniki.sessions._postgres_sql import check_table
 from aniki.sessions._redis_core import RedisCore
 
 from .hostile import HOSTILE_IDS, hostile_text, message_dicts, session_ids, valid_messages

@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 
 from aniki import Message, SchemaVersionError, StoreError, StoreUnavailableError, UserError
-from aniki.sessions import _postgres_core
+from aniki.sessions import _postgres_core, _postgres_sql
 from aniki.sessions.postgres import AsyncPostgresSession, PostgresSession
 from aniki.testing.conformance import SessionConformance, SessionFactory
 
@@ -136,7 +136,7 @@ def test_an_append_that_waited_on_another_reads_again_and_misses_nothing(
     session = PostgresSession("waits", dsn, table=table)
     session.add_message({"role": "user", "content": "first"})
     assert len(session.get_messages()) == 1
-    statements = _postgres_core._statements(table)
+    statements = _postgres_sql.statements(table)
     other = psycopg.connect(dsn)  # a writer in an open transaction, holding the row lock
     other.execute(
         statements.append,

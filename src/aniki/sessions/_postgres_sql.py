@@ -1,0 +1,216 @@
+"""The tables of the PostgreSQL sessions and every statement over them, as SQL text.
+
+The tables, for ``table="aniki_messages"`` (names are quoted, so used exactly as given)::
+
+    aniki_messages           seq (identity: the order), session_id, message (JSON text), created_at
+    aniki_messages_sessions  session_id, generation (identity: new after every clear),
+                             message_count, updated_at
+    aniki_messages_meta      session_id, key, value (JSON text): derived state
+    aniki_messages_schema    version: the layout version of the four tables
+
+Messages are ``text`` holding the JSON that :func:`~aniki.sessions._codec.encode_message` writes,
+which escapes NUL (PostgreSQL ``text`` and ``jsonb`` cannot hold one), so every message round-trips
+exactly.
+
+Table names are checked (:func:`check_table`) and always quoted; values are always parameters.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UserError
+
+__all__ = ["MAX_TABLE_LENGTH", "Statements", "check_table", "statements"]
+
+MAX_TABLE_LENGTH = 48
+"""Longest table name: PostgreSQL cuts names at 63 bytes, and aniki adds suffixes to it."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_table(table: object) -> str:
+    """``table`` when it is a valid ``name`` or ``schema.name``, else :class:`~aniki.UserError`."""
+    parts = table.split(".") if isinstance(table, str) else []
+    if (
+        not 1 <= len(parts) <= 2
+        or not all(_IDENTIFIER.match(part) for part in parts)
+        or len(parts[-1]) > MAX_TABLE_LENGTH
+        or len(parts[0]) > 63
+    ):
+        raise UserError(
+            f"invalid table name {table!r}: use ASCII letters, digits and underscores, not "
+            f"starting with a digit, at most {MAX_TABLE_LENGTH} characters, optionally after "
+            "a schema name and a dot (myschema.aniki_messages)"
+        )
+    return str(table)
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement of one table family, rendered once."""
+
+    lock_name: str
+    regclass_names: dict[str, Any]
+    lock: bytes
+    find_tables: bytes
+    get_version: bytes
+    create: tuple[bytes, ...]
+    put_version: bytes
+    append: bytes
+    append_read: bytes
+    append_tail: bytes
+    read: bytes
+    tail: bytes
+    clear: tuple[bytes, ...]
+    get_meta: bytes
+    set_meta: bytes
+    delete_meta: bytes
+    list_sessions: bytes
+
+
+# The CTEs of an append; {placeholders} are the quoted table names.
+_APPEND = (
+    "WITH s AS ("
+    " INSERT INTO {sessions} AS s (session_id, message_count, updated_at)"
+    " VALUES (%(sid)s, %(n)s, now())"
+    " ON CONFLICT (session_id) DO UPDATE"
+    " SET message_count = s.message_count + EXCLUDED.message_count,"
+    " updated_at = EXCLUDED.updated_at"
+    " RETURNING generation, message_count"
+    "), m AS ("
+    " INSERT INTO {messages} (session_id, message)"
+    " SELECT %(sid)s, batch.record FROM s,"
+    " unnest(%(records)b::text[]) WITH ORDINALITY AS batch(record, position)"
+    " ORDER BY batch.position"
+    " RETURNING seq"
+    ")"
+)
+
+# An append's CTEs, the session's row as the statement's snapshot has it, and a head of the
+# columns every row returned carries: generation, count and last seq after the append, the
+# generation and count before it; the statement adds seq and message.
+_APPEND_THEN = (
+    _APPEND.replace(
+        "WITH s AS (",
+        "WITH before AS (SELECT generation, message_count FROM"
+        " {sessions} WHERE session_id = %(sid)s), s AS (",
+        1,
+    )
+    + " SELECT s.generation, s.message_count, (SELECT max(seq) FROM m),"
+    " (SELECT generation FROM before), (SELECT message_count FROM before), r.seq, r.message"
+    " FROM s"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def statements(table: str) -> Statements:
+    """The statements for ``table`` (already checked by :func:`check_table`)."""
+    from psycopg import sql
+
+    *schema, base = table.split(".")
+
+    def quoted(suffix: str) -> str:
+        # check_table allows only letters, digits and underscores: quoting needs no escapes.
+        return ".".join(f'"{part}"' for part in [*schema, base + suffix])
+
+    suffixes = {"messages": "", "sessions": "_sessions", "meta": "_meta", "schema": "_schema"}
+    names = {key: sql.SQL(quoted(suffix)) for key, suffix in suffixes.items()}
+    names["index"] = sql.SQL(f'"{base}_by_session"')
+
+    def q(text: str) -> bytes:
+        # Rendered once: psycopg then finds each statement in its cache of converted queries.
+        return sql.SQL(text).format(**names).as_bytes(None)
+
+    return Statements(
+        lock_name=f"aniki:{table}",
+        regclass_names={key: quoted(suffix) for key, suffix in suffixes.items()},
+        lock=q("SELECT pg_advisory_xact_lock(hashtextextended(%(name)s, 0))"),
+        find_tables=q(
+            "SELECT to_regclass(%(schema)s), to_regclass(%(messages)s),"
+            " to_regclass(%(sessions)s), to_regclass(%(meta)s)"
+        ),
+        get_version=q("SELECT max(version) FROM {schema}"),
+        create=(
+            q(
+                "CREATE TABLE IF NOT EXISTS {schema} ("
+                " id smallint PRIMARY KEY CHECK (id = 1), version integer NOT NULL)"
+            ),
+            q(
+                "CREATE TABLE IF NOT EXISTS {messages} ("
+                " seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+                " session_id text NOT NULL, message text NOT NULL,"
+                " created_at timestamptz NOT NULL DEFAULT now())"
+            ),
+            q("CREATE INDEX IF NOT EXISTS {index} ON {messages} (session_id, seq)"),
+            q(
+                "CREATE TABLE IF NOT EXISTS {sessions} ("
+                " session_id text PRIMARY KEY,"
+                " generation bigint GENERATED ALWAYS AS IDENTITY,"
+                " message_count bigint NOT NULL, updated_at timestamptz NOT NULL)"
+            ),
+            q(
+                "CREATE TABLE IF NOT EXISTS {meta} ("
+                " session_id text NOT NULL, key text NOT NULL, value text NOT NULL,"
+                " PRIMARY KEY (session_id, key))"
+            ),
+        ),
+        put_version=q(
+            "INSERT INTO {schema} AS s (id, version) VALUES (1, %(version)s)"
+            " ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version"
+            " WHERE s.version < EXCLUDED.version"
+        ),
+        # One statement, so one round trip and, on an autocommit connection, its own
+        # transaction. The messages' insert reads the session's row from the upsert, so the
+        # upsert runs first and locks that row until commit: appends to one session are
+        # serialized and take their seq values in commit order.
+        append=q(
+            _APPEND + " SELECT s.generation, s.message_count, (SELECT max(seq) FROM m) FROM s"
+        ),
+        # An append, then the rows a read needs, in one statement. Its parts all read the one
+        # snapshot taken when it started, which lacks the batch (the caller holds it) and any
+        # append committed while the upsert waited for the row lock: `before` (the row in that
+        # snapshot) tells whether one was, and then the caller reads again.
+        append_read=q(
+            _APPEND_THEN + " LEFT JOIN LATERAL (SELECT seq, message FROM {messages}"
+            " WHERE session_id = %(sid)s"
+            " AND seq > CASE WHEN s.generation = %(gen)s THEN %(after)s ELSE 0 END) AS r ON true"
+            " ORDER BY r.seq"
+        ),
+        append_tail=q(
+            _APPEND_THEN + " LEFT JOIN LATERAL (SELECT seq, message FROM {messages}"
+            " WHERE session_id = %(sid)s ORDER BY seq DESC LIMIT %(limit)s) AS r ON true"
+            " ORDER BY r.seq DESC"
+        ),
+        read=q(
+            "SELECT s.generation, m.seq, m.message FROM {sessions} AS s"
+            " LEFT JOIN {messages} AS m ON m.session_id = s.session_id"
+            " AND m.seq > CASE WHEN s.generation = %(gen)s THEN %(after)s ELSE 0 END"
+            " WHERE s.session_id = %(sid)s ORDER BY m.seq"
+        ),
+        # The most recent rows only, newest first (the (session_id, seq) index serves it).
+        tail=q(
+            "SELECT m.message FROM {messages} AS m WHERE m.session_id = %(sid)s"
+            " ORDER BY m.seq DESC LIMIT %(limit)s"
+        ),
+        # The session's row goes first: deleting it waits for an append in flight, and
+        # holds back new ones until this commits, so no message outlives the clear.
+        clear=(
+            q("DELETE FROM {sessions} WHERE session_id = %(sid)s"),
+            q("DELETE FROM {messages} WHERE session_id = %(sid)s"),
+            q("DELETE FROM {meta} WHERE session_id = %(sid)s"),
+        ),
+        get_meta=q("SELECT value FROM {meta} WHERE session_id = %(sid)s AND key = %(key)s"),
+        set_meta=q(
+            "INSERT INTO {meta} (session_id, key, value) VALUES (%(sid)s, %(key)s, %(value)s)"
+            " ON CONFLICT (session_id, key) DO UPDATE SET value = EXCLUDED.value"
+        ),
+        delete_meta=q("DELETE FROM {meta} WHERE session_id = %(sid)s AND key = %(key)s"),
+        list_sessions=q(
+            "SELECT session_id, message_count, updated_at FROM {sessions}"
+            " ORDER BY updated_at DESC, session_id"
+        ),
+    )

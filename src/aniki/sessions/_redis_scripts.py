@@ -1,0 +1,193 @@
+"""The Lua scripts of the Redis sessions: one per operation, each atomic and one round trip.
+
+Every script runs over a session's four keys (``KEYS``: msgs, info, meta, batches; see
+``_redis_core``) with the schema version as ``ARGV[1]``, and starts from the same prelude of
+helpers. A script is sent once and then run by its SHA-1 digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+__all__ = [
+    "APPEND",
+    "APPEND_READ",
+    "CLEAR",
+    "GET_META",
+    "READ",
+    "SET_META",
+    "TAIL",
+    "Script",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script, run by its SHA-1 digest once the server has it."""
+
+    source: str
+    """The Lua text."""
+    sha: str
+    """Its SHA-1 digest, as EVALSHA wants it."""
+
+    @classmethod
+    def of(cls, body: str) -> Script:
+        source = _PRELUDE + body
+        return cls(source, hashlib.sha1(source.encode()).hexdigest())
+
+
+# KEYS: msgs, info, meta, batches. ARGV[1]: the schema version. A refused call returns
+# {-2, key, type} when a key holds another type and {-1, version} when the data is newer, always
+# before its first write (a script that fails halfway keeps what it wrote). The hot scripts (append
+# and read) check a key by the first command that touches it, run with pcall; the rest check every
+# key up front with TYPE.
+_PRELUDE = """
+local kinds = {'list', 'hash', 'hash', 'zset'}
+local function failed(reply)
+  return type(reply) == 'table' and reply.err ~= nil
+end
+local function refuse(i, reply)
+  if string.find(reply.err, 'WRONGTYPE', 1, true) then
+    return {-2, KEYS[i], redis.call('TYPE', KEYS[i]).ok}
+  end
+  return reply
+end
+local function newer(stored)
+  if not stored then return nil end
+  local version = tonumber(stored)
+  if not version then return {-2, KEYS[2], 'hash'} end
+  if version > tonumber(ARGV[1]) then return {-1, stored} end
+  return nil
+end
+local function check_all()
+  for i = 1, #KEYS do
+    local kind = redis.call('TYPE', KEYS[i]).ok
+    if kind ~= 'none' and kind ~= kinds[i] then return {-2, KEYS[i], kind} end
+  end
+  return newer(redis.call('HGET', KEYS[2], 'v'))
+end
+local function refresh(ttl)
+  if ttl > 0 then
+    for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+  end
+end
+"""
+
+# ARGV (from `first` on): records... Before them: version, token (unique to this call), now
+# (seconds), now (whole milliseconds), ttl ms. The token becomes the gen of a new session, and is
+# remembered among the last 32 batches: redis-py resends a command after a timeout or a dropped
+# connection, and a batch the server already applied must not be appended twice. The batch's
+# score is an integer, which Redis parses several times faster than a fraction. Returns a
+# refusal, or nil, the new length, the gen and whether the batch was applied now.
+_APPEND_BATCH = """
+local function append(first)
+  local seen = redis.pcall('ZSCORE', KEYS[4], ARGV[2])
+  if failed(seen) then return refuse(4, seen) end
+  local info = redis.pcall('HMGET', KEYS[2], 'v', 'gen')
+  if failed(info) then return refuse(2, info) end
+  local refused = newer(info[1])
+  if refused then return refused end
+  local count
+  if seen then
+    count = redis.pcall('LLEN', KEYS[1])
+    if failed(count) then return refuse(1, count) end
+    return nil, count, info[2], false
+  end
+  count = redis.pcall('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + 999, #ARGV)))
+  if failed(count) then return refuse(1, count) end
+  for from = first + 1000, #ARGV, 1000 do
+    count = redis.call('RPUSH', KEYS[1], unpack(ARGV, from, math.min(from + 999, #ARGV)))
+  end
+  redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])
+  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -33)
+  local gen = info[2] or ARGV[2]
+  redis.call('HSET', KEYS[2], 'v', ARGV[1], 'updated', ARGV[3], 'gen', gen)
+  refresh(tonumber(ARGV[5]))
+  return nil, count, gen, true
+end
+"""
+
+APPEND = Script.of(
+    _APPEND_BATCH
+    + """
+local refused, count, gen = append(6)
+if refused then return refused end
+return {0, count, gen}
+"""
+)
+
+# ARGV: as APPEND's, then cached gen, cached count, tail size (0: none), records... Appends,
+# then returns what a read returns: with a tail size, the last that many messages; otherwise
+# the messages between the cached count (0 when the gen differs) and this batch, which the
+# caller holds already. Start -1: the batch had been applied before (a resend), read apart.
+APPEND_READ = Script.of(
+    _APPEND_BATCH
+    + """
+local refused, count, gen, applied = append(9)
+if refused then return refused end
+if not applied then return {0, count, gen, -1, {}} end
+local tail = tonumber(ARGV[8])
+if tail > 0 then return {0, count, gen, 0, redis.call('LRANGE', KEYS[1], -tail, -1)} end
+local before = count - (#ARGV - 8)
+local start = 0
+if gen == ARGV[6] and tonumber(ARGV[7]) <= before then start = tonumber(ARGV[7]) end
+local records = {}
+if start < before then records = redis.call('LRANGE', KEYS[1], start, before - 1) end
+return {0, count, gen, start, records}
+"""
+)
+
+# ARGV: version, cached gen, cached count. Only the messages past the cached count when the
+# gen still matches (nothing was cleared since); otherwise all of them.
+READ = Script.of("""
+local info = redis.pcall('HMGET', KEYS[2], 'v', 'gen')
+if failed(info) then return refuse(2, info) end
+local refused = newer(info[1])
+if refused then return refused end
+local count = redis.pcall('LLEN', KEYS[1])
+if failed(count) then return refuse(1, count) end
+local gen = info[2] or ''
+local start = 0
+if gen ~= '' and gen == ARGV[2] and tonumber(ARGV[3]) <= count then start = tonumber(ARGV[3]) end
+return {0, gen, start, redis.call('LRANGE', KEYS[1], start, -1)}
+""")
+
+# ARGV: version, n. The last n messages only: what a reader with nothing cached needs.
+TAIL = Script.of("""
+local stored = redis.pcall('HGET', KEYS[2], 'v')
+if failed(stored) then return refuse(2, stored) end
+local refused = newer(stored)
+if refused then return refused end
+local records = redis.pcall('LRANGE', KEYS[1], -tonumber(ARGV[2]), -1)
+if failed(records) then return refuse(1, records) end
+return {0, records}
+""")
+
+CLEAR = Script.of("""
+local refused = check_all()
+if refused then return refused end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return {0}
+""")
+
+# ARGV: version, key. JSON text is never empty, so '' means "absent".
+GET_META = Script.of("""
+local refused = check_all()
+if refused then return refused end
+return {0, redis.call('HGET', KEYS[3], ARGV[2]) or ''}
+""")
+
+# ARGV: version, ttl ms, key, value ('' deletes).
+SET_META = Script.of("""
+local refused = check_all()
+if refused then return refused end
+if ARGV[4] == '' then
+  redis.call('HDEL', KEYS[3], ARGV[3])
+else
+  redis.call('HSET', KEYS[2], 'v', ARGV[1])
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+end
+refresh(tonumber(ARGV[2]))
+return {0}
+""")

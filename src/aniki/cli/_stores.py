@@ -38,6 +38,10 @@ def replace_messages(url: str, session_id: str, messages: Sequence[Message]) -> 
     """Make ``messages`` the whole history of ``session_id`` (an empty list deletes it)."""
     session = open_store_session(url, session_id)
     try:
+        replace = getattr(session, "_replace", None)
+        if replace is not None:  # SQLite, Redis, PostgreSQL: one transaction, old or new
+            replace(list(messages))
+            return
         session.clear()
         if messages:
             session.add_messages(list(messages))

@@ -182,6 +182,11 @@ class PostgresCore:
             yield Query(statement, {"sid": self.id})
         self._cache.reset()
 
+    def replace(self, messages: Sequence[Message]) -> Flow[None]:
+        """:meth:`clear`, then :meth:`append`, in one transaction."""
+        yield from self.clear()
+        yield from self.append(messages)
+
     def get_meta(self, key: str) -> Flow[Any]:
         rows = yield Query(self._sql.get_meta, {"sid": self.id, "key": _meta_key(key)}, alone=True)
         return decode_meta(rows[0][0], store=self.store) if rows else None

@@ -194,6 +194,13 @@ class RedisCore:
         self._check((yield Eval(scripts.CLEAR, self.keys, (SCHEMA_VERSION,))))
         self._cache.reset()
 
+    def replace(self, messages: Sequence[Message]) -> Flow[None]:
+        """:meth:`clear`, then :meth:`append`, in one script."""
+        if not messages:
+            return (yield from self.clear())
+        self._check((yield Eval(scripts.REPLACE, self.keys, self._append_args(messages))))
+        self._cache.reset()
+
     def get_meta(self, key: str) -> Flow[Any]:
         reply = yield Eval(scripts.GET_META, self.keys, (SCHEMA_VERSION, check_meta_key(key)))
         self._check(reply)

@@ -16,6 +16,7 @@ __all__ = [
     "CLEAR",
     "GET_META",
     "READ",
+    "REPLACE",
     "SET_META",
     "TAIL",
     "Script",
@@ -170,6 +171,20 @@ if refused then return refused end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return {0}
 """)
+
+# ARGV: as APPEND's. Deletes the session, then appends the records (at least one) as a new
+# session: whole or not at all, like every script.
+REPLACE = Script.of(
+    _APPEND_BATCH
+    + """
+local refused = check_all()
+if refused then return refused end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+local failed_append, count, gen = append(6)
+if failed_append then return failed_append end
+return {0, count, gen}
+"""
+)
 
 # ARGV: version, key. JSON text is never empty, so '' means "absent".
 GET_META = Script.of("""

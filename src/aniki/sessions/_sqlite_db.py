@@ -237,6 +237,21 @@ class Database:
             )
             return int(row[1]) + 1
 
+    def replace(self, session_id: str, bodies: list[str], now: float) -> int:
+        """Make ``bodies`` a session's whole history and drop its meta, in one transaction
+        (a reader sees the old history or the new one, never neither); the new generation."""
+        with self.transaction(write=True) as conn:
+            conn.execute(_REGISTER, (session_id,))
+            number, generation = conn.execute(_SESSION, (session_id,)).fetchone()
+            low = int(number) * BLOCK
+            conn.execute("DELETE FROM aniki_session_meta WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM aniki_messages WHERE key > ? AND key < ?", (low, low + BLOCK))
+            conn.execute(
+                "UPDATE aniki_sessions SET generation = generation + 1 WHERE number = ?", (number,)
+            )
+            conn.executemany(_APPEND, [(low, low + BLOCK, body, now) for body in bodies])
+            return int(generation) + 1
+
     def get_meta(self, session_id: str, key: str) -> str | None:
         """The stored meta text, or ``None``."""
         with self.lock, self.errors():

@@ -140,6 +140,11 @@ class PostgresSession(_Base):
         """Delete the history and the session's derived state."""
         self._run(self._core.clear)
 
+    def _replace(self, messages: Iterable[MessageLike]) -> None:
+        # clear() then add_messages() in one transaction (used by `aniki sessions import`).
+        batch = to_messages(messages)
+        self._run(lambda: self._core.replace(batch))
+
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         return self._run(lambda: self._core.get_meta(key))
@@ -283,6 +288,11 @@ class AsyncPostgresSession(_Base):
     async def clear(self) -> None:
         """Delete the history and the session's derived state."""
         await self._run(self._core.clear)
+
+    async def _replace(self, messages: Iterable[MessageLike]) -> None:
+        # clear() then add_messages() in one transaction (used by `aniki sessions import`).
+        batch = to_messages(messages)
+        await self._run(lambda: self._core.replace(batch))
 
     async def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""

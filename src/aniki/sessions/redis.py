@@ -103,6 +103,10 @@ class RedisSession:
         """Delete the history and the session's derived state."""
         self._run(self._core.clear())
 
+    def _replace(self, messages: Iterable[MessageLike]) -> None:
+        # clear() then add_messages() in one script (used by `aniki sessions import`).
+        self._run(self._core.replace(to_messages(messages)))
+
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         return self._run(self._core.get_meta(key))
@@ -216,6 +220,10 @@ class AsyncRedisSession:
     async def clear(self) -> None:
         """Delete the history and the session's derived state."""
         await self._run(self._core.clear())
+
+    async def _replace(self, messages: Iterable[MessageLike]) -> None:
+        # clear() then add_messages() in one script (used by `aniki sessions import`).
+        await self._run(self._core.replace(to_messages(messages)))
 
     async def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""

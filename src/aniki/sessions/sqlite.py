@@ -158,6 +158,14 @@ class SQLiteSession:
         with db.lock:
             self._reset(db.clear(self._id))
 
+    def _replace(self, messages: Iterable[MessageLike]) -> None:
+        # clear() then add_messages() in one transaction (used by `aniki sessions import`).
+        batch = to_messages(messages)
+        bodies = [encode_message(message) for message in batch]
+        db = self._database
+        with db.lock:
+            self._reset(db.replace(self._id, bodies, time.time()))
+
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         db = self._database

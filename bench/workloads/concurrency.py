@@ -14,6 +14,7 @@ above it means the process was waiting, for a server or for a core shared with o
 from __future__ import annotations
 
 import asyncio
+import gc
 import resource
 import time
 from typing import Any
@@ -54,6 +55,7 @@ async def _wall(ctx: Context, peer: Any, kind: StoreKind, repeat: int) -> tuple[
             backend.chat(f"conversation-{i}", delay=scale.model_delay)
             for i in range(scale.conversations)
         ]
+        gc.collect()  # garbage of earlier runs (other frameworks' too) is not this one's cost
         start, cpu = time.perf_counter(), _cpu()
         await asyncio.gather(
             *(_conversation(peer.name, chat, scale.conversation_turns) for chat in chats)

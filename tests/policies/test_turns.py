@@ -17,6 +17,7 @@ import pytest
 from aniki import Agent, EncryptedSession, Message, Runner, WindowedSession, tool
 from aniki.sessions import _postgres_core, _redis_core
 from aniki.sessions.budget import TokenBudgetSession
+from aniki.sessions.summarizing import SummarizingSession
 from aniki.testing import MockProvider
 from aniki.tokens import EstimatingCounter
 
@@ -34,7 +35,14 @@ POLICIES: dict[str, Wrap] = {
     "budget": lambda inner: TokenBudgetSession(inner, 40, counter=EstimatingCounter()),
     "encrypted": lambda inner: EncryptedSession(inner, KEY),
     "windowed-encrypted": lambda inner: WindowedSession(EncryptedSession(inner, KEY), 3),
+    "summarizing": lambda inner: SummarizingSession(
+        inner,
+        Agent("Summarizer", model="mock", provider=MockProvider(handler=lambda r: "gist")),
+        2000,
+        counter=EstimatingCounter(),
+    ),
 }
+ROUND_TRIPS_PER_TURN = {"summarizing": 4}  # and 2 for the others; the summary's read adds 2
 
 
 def whole(policy: str, store: Any) -> Any:
@@ -117,7 +125,7 @@ async def test_a_run_returns_the_history_it_stored(store: Store, policy: str) ->
         assert result.messages == tuple(await resolve(session.get_messages()))
         sent = provider.requests[-1].messages[1:]  # after the system prompt
         assert sent[-1] == user(f"question {turn}")
-        if policy in ("bare", "encrypted"):
+        if policy in ("bare", "encrypted", "summarizing"):  # (under its budget here)
             assert sent == result.messages[:-1]  # the model saw the history up to its reply
         else:
             assert len(sent) <= 3 or policy == "budget"
@@ -142,7 +150,7 @@ async def test_a_turn_costs_two_round_trips_on_the_server_stores(
     for turn in range(3):
         provider.enqueue_response(f"answer {turn}")
         await Runner().run(agent, message=f"question {turn}", session=session)
-    assert len(steps) == 2 * 3
+    assert len(steps) == ROUND_TRIPS_PER_TURN.get(policy, 2) * 3
 
 
 @pytest.mark.parametrize("kind", ["redis", "async_redis"])
@@ -196,3 +204,39 @@ async def test_a_streamed_run_sends_what_a_plain_run_sends(store: Store, policy:
         assert result is not None and result.content == "done"
         sent[mode] = [request.messages for request in provider.requests]
     assert sent["stream"] == sent["run"]
+
+
+class Unfused:
+    """A store as it is, less its fused append-and-read: the plain path to compare with."""
+
+    def __init__(self, inner: Any) -> None:
+        self._wrapped = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_add_then_get":
+            raise AttributeError(name)
+        return getattr(self._wrapped, name)
+
+
+async def test_a_summarizing_session_fused_or_not_sends_and_summarizes_the_same(
+    server_store: Store,
+) -> None:
+    sent: dict[str, list[tuple[Message, ...]]] = {}
+    summaries: dict[str, list[str]] = {}
+    for mode in ("fused", "plain"):
+        inner = server_store.open(f"summaries-{mode}")
+        store = inner if mode == "fused" else Unfused(inner)
+        summarizer_provider = MockProvider(
+            handler=lambda request: f"gist of {len(request.messages)} messages"
+        )
+        summarizer = Agent("Summarizer", model="mock", provider=summarizer_provider)
+        session = SummarizingSession(store, summarizer, 160, counter=EstimatingCounter())
+        provider = MockProvider(handler=lambda request: "answer " + "words " * 6)
+        agent = Agent("Helper", model="mock", provider=provider)
+        for turn in range(14):
+            await Runner().run(agent, message=f"question {turn} " + "more " * 5, session=session)
+        sent[mode] = [request.messages for request in provider.requests]
+        summaries[mode] = [r.messages[-1].content for r in summarizer_provider.requests]
+    assert summaries["fused"], "the budget was meant to be small enough to summarize"
+    assert sent["fused"] == sent["plain"]
+    assert summaries["fused"] == summaries["plain"]

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
@@ -34,6 +34,9 @@ __all__ = ["SummarizingSession"]
 logger = logging.getLogger("aniki")
 
 _FETCH_MARGIN = 16
+
+Fetch = Callable[[int | None], Awaitable[Sequence[Message]]]
+"""Reads the last N messages (``None``: all) of the inner store."""
 """Messages fetched beyond what the last read saw: room for what was appended since."""
 
 
@@ -155,8 +158,30 @@ class SummarizingSession:
 
     async def get_messages(self) -> tuple[Message, ...]:
         """The summary (when there is one) followed by the most recent messages that fit."""
+        return await self._select(self._fetch, 0)
+
+    def _add_then_get(self, messages: list[Message]) -> Any:
+        # Append, then read, with the append fused into the first fetch when the inner store
+        # can (see aniki._run.session_io); None, having written nothing, when it cannot.
+        fused = getattr(self._inner, "_add_then_get", None)
+        if fused is None:
+            return None
+
+        async def append_then_fetch(limit: int | None) -> Sequence[Message]:
+            window = fused(messages, limit) if limit is not None else fused(messages)
+            if window is None:  # the store below cannot fuse: nothing was written
+                await self.add_messages(messages)
+                return await self._fetch(limit)
+            fetched: Sequence[Message] = await _resolve(window)
+            return fetched
+
+        return self._select(append_then_fetch, len(messages))
+
+    async def _select(self, first: Fetch, added: int) -> tuple[Message, ...]:
+        """:meth:`get_messages`, whose first fetch is ``first`` (which may append ``added``
+        messages before it reads)."""
         async with self._lock():
-            summary, tail, total = await self._read_tail(await self._load())
+            summary, tail, total = await self._read_tail(await self._load(), first, added)
             self._total_hint = total
             if self._fits(summary, tail):
                 return self._view(summary, tail)
@@ -191,17 +216,18 @@ class SummarizingSession:
         return messages
 
     async def _read_tail(
-        self, summary: Summary | None
+        self, summary: Summary | None, first: Fetch, added: int
     ) -> tuple[Summary | None, Sequence[Message], int]:
         """The summary if it still applies, the messages after it, and the history's length.
 
         When the last read's length is known, only the recent window is fetched and the
         summary's last message is looked for in it; anything unclear falls back to a full read.
+        ``first`` makes the first fetch, exactly once (it may append ``added`` messages).
         """
         hint = self._total_hint
         if summary is not None and self._limited and hint is not None:
-            wanted = hint - summary.covered + 1 + _FETCH_MARGIN
-            window = await self._fetch(wanted)
+            wanted = hint + added - summary.covered + 1 + _FETCH_MARGIN
+            window = await first(wanted)
             if len(window) < wanted:
                 return _place(summary, window)
             found = [i for i, message in enumerate(window) if summary.ends_with(message)]
@@ -209,7 +235,8 @@ class SummarizingSession:
                 total = summary.covered + len(window) - found[0] - 1
                 if total >= hint:
                     return summary, window[found[0] + 1 :], total
-        return _place(summary, await self._fetch(None))
+            return _place(summary, await self._fetch(None))
+        return _place(summary, await first(None))
 
     def _fits(self, summary: Summary | None, tail: Sequence[Message]) -> bool:
         head = self.counter.count_message(summary_message(summary.text)) if summary else 0

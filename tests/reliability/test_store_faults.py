@@ -153,6 +153,36 @@ def test_postgres_going_away_and_coming_back(cls: type, table: str) -> None:
         direct.close()
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("cls", POSTGRES_CLASSES, ids=class_id)
+def test_postgres_reads_outlive_a_connection_that_died_while_idle(cls: type, table: str) -> None:
+    with TcpProxy(*target(postgres_dsn(), 5432)) as proxy:
+        opener = Opener(cls, dsn=postgres_through(proxy), table=table)
+        try:
+            session = opener.open("idle")
+            opener.add(session, "one")
+            opener.call(session, "set_meta", "summary", "so far")
+            reads: list[Callable[[], Any]] = [
+                lambda: opener.read(session),
+                lambda: opener.call(session, "get_meta", "summary"),
+                lambda: [info.id for info in opener.call(session, "list_sessions")],
+            ]
+            for read, expected in zip(reads, [["one"], "so far", ["idle"]], strict=True):
+                opener.read(session)  # the session's connection is open
+                proxy.cut()  # the server goes away and comes back while it is idle
+                proxy.restore()
+                assert read() == expected  # a read is simply made again
+            opener.read(session)
+            proxy.cut()
+            proxy.restore()
+            with pytest.raises(StoreUnavailableError):
+                opener.add(session, "two")  # a write is not: it might have committed
+            opener.add(session, "two")
+            assert opener.read(session) == ["one", "two"]
+        finally:
+            opener.close()
+
+
 @pytest.mark.parametrize(
     ("cls", "location"),
     [
@@ -412,3 +442,22 @@ def test_redis_killed_in_the_middle_of_appends_loses_nothing_acknowledged(
     session.close()
     with RedisSession("victim", server.url, prefix=prefix) as reader:
         assert_nothing_acknowledged_lost([m.content for m in reader.get_messages()], writer)
+
+
+@pytest.mark.postgres
+def test_postgres_reads_through_a_pool_outlive_its_dead_connection(table: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    with TcpProxy(*target(postgres_dsn(), 5432)) as proxy:
+        pool = ConnectionPool(postgres_through(proxy), min_size=1, max_size=1, open=True)
+        try:
+            session = PostgresSession("pooled", pool=pool, table=table)
+            session.add_message({"role": "user", "content": "one"})
+            assert [m.content for m in session.get_messages()] == ["one"]
+            proxy.cut()
+            proxy.restore()  # the pool's only connection is dead; the pool does not know yet
+            assert [
+                m.content for m in PostgresSession("pooled", pool=pool, table=table).get_messages()
+            ] == ["one"]
+        finally:
+            pool.close()

@@ -46,6 +46,7 @@ class _Base:
         self._connect_kwargs = _connect_kwargs(conninfo, self._psycopg)
         self._dsn = conninfo
         self._pool = pool
+        self._broke_idle = False  # the last call's connection had died while idle
         store = f"{redact(conninfo)} (table {table!r})"
         self._core = PostgresCore(id, table=table, store=store, conninfo=conninfo)
 
@@ -127,7 +128,7 @@ class PostgresSession(_Base):
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
         checked = check_limit(limit)
-        return self._run(lambda: self._core.read(checked))
+        return self._run(lambda: self._core.read(checked), read=True)
 
     def _add_then_get(
         self, messages: list[Message], limit: int | None = None
@@ -147,7 +148,7 @@ class PostgresSession(_Base):
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
-        return self._run(lambda: self._core.get_meta(key))
+        return self._run(lambda: self._core.get_meta(key), read=True)
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
@@ -155,7 +156,7 @@ class PostgresSession(_Base):
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session holding messages in this table, most recently updated first."""
-        return self._run(self._core.list_sessions)
+        return self._run(self._core.list_sessions, read=True)
 
     def close(self) -> None:
         """Close this instance's connection (a passed ``pool=`` stays open)."""
@@ -172,14 +173,21 @@ class PostgresSession(_Base):
     ) -> None:
         self.close()
 
-    def _run(self, make_flow: Callable[[], Flow[T]]) -> T:
+    def _run(self, make_flow: Callable[[], Flow[T]], *, read: bool = False) -> T:
         with self._lock:
+            self._broke_idle = False
             try:
                 try:
                     return self._attempt(make_flow())
                 except self._psycopg.errors.UndefinedTable:
                     # Dropped since this process created them: create them again, once.
                     self._core.mark_ready(False)
+                    return self._attempt(make_flow())
+                except self._psycopg.OperationalError:
+                    if not (read and self._broke_idle):
+                        raise  # a write may have committed before the connection broke
+                    # A read on a connection that died while idle (a server restart, a
+                    # proxy's timeout) changed nothing: once more, on a fresh connection.
                     return self._attempt(make_flow())
             except self._psycopg.Error as exc:
                 raise translate(exc, self._core.store) from exc
@@ -195,22 +203,27 @@ class PostgresSession(_Base):
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         if self._pool is not None:
             with self._pool.connection() as pooled:
-                if not _borrow_autocommit(pooled):
-                    yield pooled
-                    return
-                pooled.autocommit = True
+                borrow = _borrow_autocommit(pooled)
+                if borrow:
+                    pooled.autocommit = True
                 try:
                     yield pooled
+                except self._psycopg.OperationalError:
+                    self._broke_idle = pooled.closed  # the pool drops it and lends another
+                    raise
                 finally:
-                    with contextlib.suppress(self._psycopg.Error):
-                        pooled.autocommit = False
+                    if borrow:
+                        with contextlib.suppress(self._psycopg.Error):
+                            pooled.autocommit = False
             return
+        reused = self._conn is not None and not self._conn.closed
         if self._conn is None or self._conn.closed:
             self._conn = self._psycopg.connect(self._dsn, autocommit=True, **self._connect_kwargs)
         conn = self._conn
         try:
             yield conn
         except self._psycopg.OperationalError:
+            self._broke_idle = reused and conn.closed
             conn.close()  # broken or not: the next call starts from a fresh connection
             self._conn = None
             raise
@@ -276,7 +289,7 @@ class AsyncPostgresSession(_Base):
     async def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
         checked = check_limit(limit)
-        return await self._run(lambda: self._core.read(checked))
+        return await self._run(lambda: self._core.read(checked), read=True)
 
     async def _add_then_get(
         self, messages: list[Message], limit: int | None = None
@@ -296,7 +309,7 @@ class AsyncPostgresSession(_Base):
 
     async def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
-        return await self._run(lambda: self._core.get_meta(key))
+        return await self._run(lambda: self._core.get_meta(key), read=True)
 
     async def set_meta(self, key: str, value: Any) -> None:
         """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
@@ -304,7 +317,7 @@ class AsyncPostgresSession(_Base):
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every session holding messages in this table, most recently updated first."""
-        return await self._run(self._core.list_sessions)
+        return await self._run(self._core.list_sessions, read=True)
 
     async def aclose(self) -> None:
         """Close this instance's connection (a passed ``pool=`` stays open)."""
@@ -321,14 +334,19 @@ class AsyncPostgresSession(_Base):
     ) -> None:
         await self.aclose()
 
-    async def _run(self, make_flow: Callable[[], Flow[T]]) -> T:
+    async def _run(self, make_flow: Callable[[], Flow[T]], *, read: bool = False) -> T:
         async with self._lock:
+            self._broke_idle = False
             try:
                 try:
                     return await self._attempt(make_flow())
                 except self._psycopg.errors.UndefinedTable:
                     self._core.mark_ready(False)
                     return await self._attempt(make_flow())
+                except self._psycopg.OperationalError:
+                    if not (read and self._broke_idle):
+                        raise  # a write may have committed before the connection broke
+                    return await self._attempt(make_flow())  # as PostgresSession._run says
             except self._psycopg.Error as exc:
                 raise translate(exc, self._core.store) from exc
 
@@ -343,16 +361,20 @@ class AsyncPostgresSession(_Base):
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if self._pool is not None:
             async with self._pool.connection() as pooled:
-                if not _borrow_autocommit(pooled):
-                    yield pooled
-                    return
-                await pooled.set_autocommit(True)
+                borrow = _borrow_autocommit(pooled)
+                if borrow:
+                    await pooled.set_autocommit(True)
                 try:
                     yield pooled
+                except self._psycopg.OperationalError:
+                    self._broke_idle = pooled.closed  # the pool drops it and lends another
+                    raise
                 finally:
-                    with contextlib.suppress(self._psycopg.Error):
-                        await pooled.set_autocommit(False)
+                    if borrow:
+                        with contextlib.suppress(self._psycopg.Error):
+                            await pooled.set_autocommit(False)
             return
+        reused = self._conn is not None and not self._conn.closed
         if self._conn is None or self._conn.closed:
             self._conn = await self._psycopg.AsyncConnection.connect(
                 self._dsn, autocommit=True, **self._connect_kwargs
@@ -361,6 +383,7 @@ class AsyncPostgresSession(_Base):
         try:
             yield conn
         except self._psycopg.OperationalError:
+            self._broke_idle = reused and conn.closed
             await conn.close()
             self._conn = None
             raise

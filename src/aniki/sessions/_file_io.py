@@ -7,10 +7,14 @@ import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import CorruptStoreError, UserError
+from ..errors import CorruptStoreError, StoreUnavailableError, UserError
+from ._codec import decode_messages
+from ._file_format import HEADER_READ, header_id
+from .base import SessionInfo
 
 T = TypeVar("T")
 
@@ -20,6 +24,8 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
+    "EPOCH",
+    "describe",
     "end_of_records",
     "flock",
     "fsync_directory",
@@ -161,3 +167,32 @@ def replace_file(path: Path, data: bytes, *, durable: bool) -> None:
         temporary.unlink(missing_ok=True)
     if durable:
         fsync_directory(path.parent)
+
+
+EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
+"""Sorts a session that has no update time last."""
+
+
+def describe(path: Path) -> SessionInfo | None:
+    """What ``list_sessions`` shows of a session file; ``None`` for an empty or foreign one."""
+    label = f"file://{path}"
+    try:
+        with path.open("rb") as file, flock(file.fileno(), exclusive=False):
+            data = file.read()
+            modified = os.fstat(file.fileno()).st_mtime
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreUnavailableError(f"cannot read the session file ({exc})", store=label) from exc
+    session_id = header_id(data[:HEADER_READ], store=label)
+    if session_id is None:
+        return None
+    body = data[data.index(b"\n") + 1 : data.rfind(b"\n") + 1]
+    count = sum(len(decode_messages(line, store=label)) for line in body.split(b"\n") if line)
+    if not count:
+        return None
+    return SessionInfo(
+        id=session_id,
+        message_count=count,
+        updated_at=datetime.fromtimestamp(modified, tz=timezone.utc),
+    )

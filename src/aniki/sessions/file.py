@@ -30,7 +30,6 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -56,10 +55,11 @@ from ._file_format import (
     META_SUFFIX,
     file_stem,
     header,
-    header_id,
     parse_header,
 )
 from ._file_io import (
+    EPOCH,
+    describe,
     end_of_records,
     flock,
     fsync_directory,
@@ -386,37 +386,10 @@ class FileStore:
         infos = [
             info
             for path in self._dir.iterdir()
-            if path.name.endswith(DATA_SUFFIX) and (info := _describe(path)) is not None
+            if path.name.endswith(DATA_SUFFIX) and (info := describe(path)) is not None
         ]
-        infos.sort(key=lambda info: (-(info.updated_at or _EPOCH).timestamp(), info.id))
+        infos.sort(key=lambda info: (-(info.updated_at or EPOCH).timestamp(), info.id))
         return infos
 
     def __repr__(self) -> str:
         return f"FileStore({str(self._dir)!r})"
-
-
-_EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
-
-
-def _describe(path: Path) -> SessionInfo | None:
-    label = f"file://{path}"
-    try:
-        with path.open("rb") as file, flock(file.fileno(), exclusive=False):
-            data = file.read()
-            modified = os.fstat(file.fileno()).st_mtime
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StoreUnavailableError(f"cannot read the session file ({exc})", store=label) from exc
-    session_id = header_id(data[:HEADER_READ], store=label)
-    if session_id is None:
-        return None
-    body = data[data.index(b"\n") + 1 : data.rfind(b"\n") + 1]
-    count = sum(len(decode_messages(line, store=label)) for line in body.split(b"\n") if line)
-    if not count:
-        return None
-    return SessionInfo(
-        id=session_id,
-        message_count=count,
-        updated_at=datetime.fromtimestamp(modified, tz=timezone.utc),
-    )

@@ -176,10 +176,10 @@ class Message:
         as UTF-8). Skips ``__post_init__``, which costs more than the rest of reading a
         stored message; stores use it on records they have just checked."""
         message = object.__new__(cls)
-        object.__setattr__(message, "role", role)
-        object.__setattr__(message, "content", content)
-        object.__setattr__(message, "tool_calls", ())
-        object.__setattr__(message, "tool_call_id", None)
+        _set_role(message, role)  # the slots' own setters: half the cost of object.__setattr__
+        _set_content(message, content)
+        _set_tool_calls(message, ())
+        _set_tool_call_id(message, None)
         return message
 
     def to_dict(self) -> dict[str, Any]:
@@ -217,6 +217,12 @@ class Message:
             tool_calls=() if calls is None else calls,
             tool_call_id=data.get("tool_call_id"),
         )
+
+
+_set_role = Message.__dict__["role"].__set__
+_set_content = Message.__dict__["content"].__set__
+_set_tool_calls = Message.__dict__["tool_calls"].__set__
+_set_tool_call_id = Message.__dict__["tool_call_id"].__set__
 
 
 def _keys(keys: Iterable[object]) -> str:

@@ -238,9 +238,12 @@ class SQLiteSession:
         if not rows:
             return
         own, label, cache = self._own, db.label, self._cache
-        for _, body in rows:
-            message = own.pop(body, None)
-            cache.append(message if message is not None else decode_message(body, store=label))
+        if not own:  # nothing this instance wrote waits to be read back: decode every row
+            cache.extend([decode_message(body, store=label) for _, body in rows])
+        else:
+            for _, body in rows:
+                message = own.pop(body, None)
+                cache.append(message if message is not None else decode_message(body, store=label))
         self._snapshot = None
         self._last_key = rows[-1][0]
 

@@ -113,10 +113,8 @@ async def _commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> N
 
 async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     history = outcome.take_history()
-    if history is None:  # what the store holds, then what a stream has not committed yet
+    if history is None or outcome.pending:  # the store's, then what a stream has not stored
         history = await session_io.read_with(plan.session, outcome.pending)
-    elif outcome.pending:
-        history = (*history, *outcome.pending)
     instructions = await plan.agent.render_instructions(plan.context)
     head: tuple[Message, ...] = (
         (Message(role="system", content=instructions),) if instructions else ()

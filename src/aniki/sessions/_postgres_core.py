@@ -137,7 +137,8 @@ class PostgresCore:
             "after": cache.position,
             "limit": limit,
         }
-        rows = yield Query(self._sql.append_tail if tail else self._sql.append_read, params, True)
+        statement = self._sql.append_tail if tail else self._sql.append_read
+        rows = yield Query(statement, params, alone=True)
         generation, count, last, generation_before, count_before = rows[0][:5]
         if (
             generation_before not in (None, generation)

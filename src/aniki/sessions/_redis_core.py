@@ -148,13 +148,7 @@ class RedisCore:
             return (yield from plain)
         cache = self._cache
         tail = limit if limit is not None and cache.generation is None else 0
-        args = (
-            *self._append_args(messages, records=False),
-            cache.generation or "",
-            cache.position,
-            tail,
-            *(encode_message(m) for m in messages),
-        )
+        args = self._append_args(messages, cache.generation or "", cache.position, tail)
         reply = yield Eval(scripts.APPEND_READ, self.keys, args)
         self._check(reply)
         count, gen, start, records = int(reply[1]), _text(reply[2]), int(reply[3]), reply[4]
@@ -238,12 +232,13 @@ class RedisCore:
     # --- helpers ---------------------------------------------------------------------
 
     def _append_args(
-        self, messages: Sequence[Message], *, records: bool = True
+        self, messages: Sequence[Message], *between: str | int
     ) -> tuple[str | int, ...]:
-        """An append's ARGV: version, a fresh token, now twice, the ttl, then the records."""
+        """An append's ARGV: version, a fresh token, now twice, the ttl, ``between`` (what
+        the script takes besides), then the records."""
         now = time.time()
         head = (SCHEMA_VERSION, uuid.uuid4().hex, repr(now), int(now * 1000), self.ttl_ms)
-        return (*head, *(encode_message(m) for m in messages)) if records else head
+        return (*head, *between, *(encode_message(m) for m in messages))
 
     def _check(self, reply: Sequence[Any]) -> None:
         status = int(reply[0])

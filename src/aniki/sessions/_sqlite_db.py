@@ -61,6 +61,7 @@ _APPEND = (  # the key after the session's last one: a single backward seek
 )
 _REGISTER = "INSERT OR IGNORE INTO aniki_sessions (id) VALUES (?)"
 _SESSION = "SELECT number, generation FROM aniki_sessions WHERE id = ?"
+_DROP_META = "DELETE FROM aniki_session_meta WHERE session_id = ?"
 # One statement, so one snapshot: the generation, and the rows past ``after`` when it is
 # unchanged (all rows when a clear changed it). A session without a row yields no row.
 _READ = (
@@ -226,16 +227,11 @@ class Database:
     def clear(self, session_id: str) -> int:
         """Delete a session's messages and meta and bump its generation; the new generation."""
         with self.transaction(write=True) as conn:
-            conn.execute("DELETE FROM aniki_session_meta WHERE session_id = ?", (session_id,))
             row = conn.execute(_SESSION, (session_id,)).fetchone()
             if row is None:
+                conn.execute(_DROP_META, (session_id,))
                 return 0
-            low = int(row[0]) * BLOCK
-            conn.execute("DELETE FROM aniki_messages WHERE key > ? AND key < ?", (low, low + BLOCK))
-            conn.execute(
-                "UPDATE aniki_sessions SET generation = generation + 1 WHERE number = ?", (row[0],)
-            )
-            return int(row[1]) + 1
+            return _empty(conn, session_id, *row)
 
     def replace(self, session_id: str, bodies: list[str], now: float) -> int:
         """Make ``bodies`` a session's whole history and drop its meta, in one transaction
@@ -243,14 +239,10 @@ class Database:
         with self.transaction(write=True) as conn:
             conn.execute(_REGISTER, (session_id,))
             number, generation = conn.execute(_SESSION, (session_id,)).fetchone()
+            generation = _empty(conn, session_id, number, generation)
             low = int(number) * BLOCK
-            conn.execute("DELETE FROM aniki_session_meta WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM aniki_messages WHERE key > ? AND key < ?", (low, low + BLOCK))
-            conn.execute(
-                "UPDATE aniki_sessions SET generation = generation + 1 WHERE number = ?", (number,)
-            )
             conn.executemany(_APPEND, [(low, low + BLOCK, body, now) for body in bodies])
-            return int(generation) + 1
+            return generation
 
     def get_meta(self, session_id: str, key: str) -> str | None:
         """The stored meta text, or ``None``."""
@@ -293,6 +285,17 @@ class Database:
             conn.close()
             raise
         return conn
+
+
+def _empty(conn: sqlite3.Connection, session_id: str, number: int, generation: int) -> int:
+    """Delete session ``number``'s messages and meta and bump its generation; the new one."""
+    low = int(number) * BLOCK
+    conn.execute(_DROP_META, (session_id,))
+    conn.execute("DELETE FROM aniki_messages WHERE key > ? AND key < ?", (low, low + BLOCK))
+    conn.execute(
+        "UPDATE aniki_sessions SET generation = generation + 1 WHERE number = ?", (number,)
+    )
+    return int(generation) + 1
 
 
 def _check_header(path: Path, label: str) -> None:

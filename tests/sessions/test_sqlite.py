@@ -20,6 +20,7 @@ from aniki import (
 )
 from aniki.sessions import SQLiteSession, SQLiteStore, sqlite
 from aniki.sessions import _sqlite_db as db_module
+from aniki.sessions import _sqlite_schema as schema_module
 
 
 def _user(text: str) -> Message:
@@ -66,7 +67,7 @@ def test_a_store_written_by_a_newer_aniki_is_refused_and_left_alone(tmp_path: Pa
     path = tmp_path / "chat.db"
     _aniki_store(path, "hello")
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute(f"PRAGMA user_version = {db_module.schema_version() + 1}").close()
+    conn.execute(f"PRAGMA user_version = {schema_module.schema_version() + 1}").close()
     # Leave no WAL behind, so the bytes on disk are the whole store.
     assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
     conn.close()
@@ -83,7 +84,7 @@ def test_an_older_store_is_migrated_in_place(
     path = tmp_path / "chat.db"
     _aniki_store(path, "kept", "too")
     step = "ALTER TABLE aniki_messages ADD COLUMN note TEXT; CREATE TABLE aniki_v2 (x INTEGER)"
-    monkeypatch.setattr(db_module, "MIGRATIONS", [*db_module.MIGRATIONS, step])
+    monkeypatch.setattr(schema_module, "MIGRATIONS", [*schema_module.MIGRATIONS, step])
     assert SQLiteSession("s", path).get_messages() == (_user("kept"), _user("too"))
     SQLiteStore(path).close()
     with sqlite3.connect(path) as check:

@@ -1,11 +1,11 @@
-"""The SQLite database behind :class:`~aniki.sessions.SQLiteSession`: opening, schema, errors.
+"""The SQLite database behind :class:`~aniki.sessions.SQLiteSession`: opening, queries, errors.
 
 One :class:`Database` (one connection and one lock) serves every session of a file in a
 process, so a thousand sessions do not hold a thousand connections. It is rebuilt after a
 ``fork`` (a child never touches the parent's connection).
 
-Opening never modifies a file it does not recognise: the header, ``application_id`` and
-``user_version`` are read first, and only an empty database or an aniki store is written.
+Opening checks the file first (``_sqlite_schema``): only an empty database or an aniki store
+is ever written.
 """
 
 from __future__ import annotations
@@ -18,39 +18,12 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
 
-from ..errors import CorruptStoreError, SchemaVersionError, StoreError, StoreUnavailableError
+from ..errors import CorruptStoreError, StoreError, StoreUnavailableError
 from ._codec import Durability
 from ._fork import count as fork_count
+from ._sqlite_schema import check_header, prepare_schema
 
-__all__ = ["APPLICATION_ID", "BLOCK", "MIGRATIONS", "Database", "database_for", "schema_version"]
-
-APPLICATION_ID = 0x414E4B49  # "ANKI": marks the file as an aniki store (PRAGMA application_id)
-
-# A session owns the block of message keys number * 2**32 + 1 ... + 2**32 - 1, so its
-# messages are one contiguous range of the table's own B-tree: reading them is a range scan,
-# appending goes to the end of the range, and no secondary index has to be kept up to date.
-_V1 = """
-CREATE TABLE aniki_sessions (
-    number INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    generation INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE aniki_messages (
-    key INTEGER PRIMARY KEY,
-    body TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE TABLE aniki_session_meta (
-    session_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (session_id, key)
-) WITHOUT ROWID;
-"""
-
-# Step i upgrades a file from schema version i to i + 1, inside one transaction; the
-# current version is len(MIGRATIONS). Append a step for every layout change, never edit one.
-MIGRATIONS: list[str] = [_V1]
+__all__ = ["BLOCK", "Database", "database_for"]
 
 BLOCK = 1 << 32
 """Message keys per session: key = number * BLOCK + position (from 1)."""
@@ -90,7 +63,6 @@ _LIST = (
 )
 
 _SYNCHRONOUS: dict[Durability, str] = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
-_HEADER = b"SQLite format 3\x00"
 
 
 _INHERITED: list[sqlite3.Connection] = []
@@ -100,11 +72,6 @@ _INHERITED: list[sqlite3.Connection] = []
 def _close(conn: sqlite3.Connection) -> None:
     with suppress(sqlite3.Error):
         conn.close()
-
-
-def schema_version() -> int:
-    """The schema version this aniki writes."""
-    return len(MIGRATIONS)
 
 
 class Database:
@@ -272,12 +239,12 @@ class Database:
             self._conn, self._closer = None, None
 
     def _open(self) -> sqlite3.Connection:
-        _check_header(self.path, self.label)
+        check_header(self.path, self.label)
         conn = sqlite3.connect(
             self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            _prepare_schema(conn, self.label)
+            prepare_schema(conn, self.label)
             # Set only once the file is known to be ours: WAL rewrites the header.
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS[self._durability]}")
@@ -296,86 +263,6 @@ def _empty(conn: sqlite3.Connection, session_id: str, number: int, generation: i
         "UPDATE aniki_sessions SET generation = generation + 1 WHERE number = ?", (number,)
     )
     return int(generation) + 1
-
-
-def _check_header(path: Path, label: str) -> None:
-    if not path.parent.is_dir():
-        raise StoreUnavailableError(
-            f"the directory {path.parent} does not exist; create it first", store=label
-        )
-    try:
-        with path.open("rb") as file:
-            header = file.read(len(_HEADER))
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise StoreUnavailableError(f"cannot read the database file: {exc}", store=label) from exc
-    if header and header != _HEADER:
-        raise CorruptStoreError(
-            "the file is not a SQLite database; pass the path of an aniki store or a new file",
-            store=label,
-        )
-
-
-def _prepare_schema(conn: sqlite3.Connection, label: str) -> None:
-    """Check what the file holds; create or migrate the schema when it is (or is becoming) ours."""
-    for attempt in range(2):
-        app_id, version, tables = _inspect(conn)
-        if app_id == APPLICATION_ID and version == schema_version():
-            return
-        if app_id == APPLICATION_ID and version > schema_version():
-            raise SchemaVersionError(
-                f"the store has schema version {version}, newer than {schema_version()} which "
-                "this aniki understands; upgrade aniki (pip install -U aniki-sdk)",
-                store=label,
-            )
-        if app_id != APPLICATION_ID and (app_id != 0 or tables):
-            raise CorruptStoreError(
-                "the file is a SQLite database of another application (tables: "
-                f"{', '.join(sorted(tables)[:5]) or 'none'}); aniki will not write to it: "
-                "use a separate file for sessions",
-                store=label,
-            )
-        if attempt == 0:
-            _migrate(conn, label)
-    raise StoreError("the schema could not be prepared; retry", store=label)
-
-
-def _migrate(conn: sqlite3.Connection, label: str) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        app_id, version, tables = _inspect(conn)  # another process may have done it meanwhile
-        if app_id == 0 and not tables:
-            version = 0
-        elif app_id != APPLICATION_ID or version >= schema_version():
-            conn.execute("ROLLBACK")
-            return
-        for step in MIGRATIONS[version:]:
-            for statement in step.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version={schema_version()}")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _inspect(conn: sqlite3.Connection) -> tuple[int, int, list[str]]:
-    # One snapshot: another process may be creating the schema right now.
-    own_transaction = not conn.in_transaction
-    if own_transaction:
-        conn.execute("BEGIN")
-    try:
-        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        if own_transaction:
-            conn.execute("COMMIT")
-    return int(app_id), int(version), [str(row[0]) for row in rows]
 
 
 def raise_store_error(exc: sqlite3.Error, label: str, timeout: float) -> NoReturn:

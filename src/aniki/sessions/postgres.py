@@ -1,8 +1,8 @@
 """Sessions stored in PostgreSQL: ``PostgresSession`` and ``AsyncPostgresSession`` (psycopg 3).
 
 Needs the ``postgres`` extra: ``pip install 'aniki-sdk[postgres]'``. The statements and the
-incremental-read cache are shared by both classes and live in ``_postgres_core``; this module
-only runs each operation's queries in one transaction.
+incremental-read cache are shared by both classes and live in ``_postgres_core``, running them
+on a connection in ``_postgres_drive``; this module holds the connections and the errors.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
 from ._codec import check_limit, redact, to_messages
-from ._postgres_core import Flow, PostgresCore, Query, import_psycopg, translate
+from ._postgres_core import Flow, PostgresCore, import_psycopg, translate
+from ._postgres_drive import adrive, borrow_autocommit, drive
 from .base import SessionInfo
 
 if TYPE_CHECKING:
@@ -69,19 +70,6 @@ def _connect_kwargs(conninfo: str, psycopg: Any) -> dict[str, Any]:
             "(postgresql://user:password@host:5432/db) or key=value pairs (host=... dbname=...)"
         ) from None
     return {} if "connect_timeout" in params else {"connect_timeout": _CONNECT_TIMEOUT}
-
-
-def _borrow_autocommit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
-    """Whether to switch a pooled connection to autocommit while a session uses it.
-
-    A pool's connections are in transaction mode unless it was made with
-    ``kwargs={"autocommit": True}``; there every statement opens a transaction the session then
-    commits, one round trip more each way. An idle connection is switched (a client-side flag,
-    no I/O) and switched back before it returns to the pool; one in a transaction is left be.
-    """
-    from psycopg.pq import TransactionStatus
-
-    return not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
 
 
 class PostgresSession(_Base):
@@ -195,15 +183,15 @@ class PostgresSession(_Base):
     def _attempt(self, flow: Flow[T]) -> T:
         with self._connection() as conn:
             if not self._core.ready:
-                _drive(conn, self._core.setup())
+                drive(conn, self._core.setup())
                 self._core.mark_ready(True)
-            return _drive(conn, flow)
+            return drive(conn, flow)
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         if self._pool is not None:
             with self._pool.connection() as pooled:
-                borrow = _borrow_autocommit(pooled)
+                borrow = borrow_autocommit(pooled)
                 if borrow:
                     pooled.autocommit = True
                 try:
@@ -227,27 +215,6 @@ class PostgresSession(_Base):
             conn.close()  # broken or not: the next call starts from a fresh connection
             self._conn = None
             raise
-
-
-def _drive(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
-    try:
-        step = next(flow)
-    except StopIteration as done:
-        return cast(T, done.value)
-    alone = step.alone and conn.autocommit
-    with contextlib.nullcontext() if alone else conn.transaction(), conn.cursor() as cursor:
-        try:
-            while True:
-                _check_alone(alone, step)
-                cursor.execute(step.statement, step.params)
-                step = flow.send(cursor.fetchall() if cursor.rownumber is not None else [])
-        except StopIteration as done:
-            return cast(T, done.value)
-
-
-def _check_alone(alone: bool, step: Query) -> None:
-    if alone and not step.alone:
-        raise RuntimeError("a flow that began with a lone statement yielded one needing BEGIN")
 
 
 class AsyncPostgresSession(_Base):
@@ -353,15 +320,15 @@ class AsyncPostgresSession(_Base):
     async def _attempt(self, flow: Flow[T]) -> T:
         async with self._connection() as conn:
             if not self._core.ready:
-                await _adrive(conn, self._core.setup())
+                await adrive(conn, self._core.setup())
                 self._core.mark_ready(True)
-            return await _adrive(conn, flow)
+            return await adrive(conn, flow)
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if self._pool is not None:
             async with self._pool.connection() as pooled:
-                borrow = _borrow_autocommit(pooled)
+                borrow = borrow_autocommit(pooled)
                 if borrow:
                     await pooled.set_autocommit(True)
                 try:
@@ -387,22 +354,3 @@ class AsyncPostgresSession(_Base):
             await conn.close()
             self._conn = None
             raise
-
-
-async def _adrive(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
-    try:
-        step = next(flow)
-    except StopIteration as done:
-        return cast(T, done.value)
-    alone = step.alone and conn.autocommit
-    async with (
-        contextlib.nullcontext() if alone else conn.transaction(),
-        conn.cursor() as cursor,
-    ):
-        try:
-            while True:
-                _check_alone(alone, step)
-                await cursor.execute(step.statement, step.params)
-                step = flow.send(await cursor.fetchall() if cursor.rownumber is not None else [])
-        except StopIteration as done:
-            return cast(T, done.value)

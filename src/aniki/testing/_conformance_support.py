@@ -1,4 +1,5 @@
-"""Helpers behind :mod:`aniki.testing.conformance`: sample messages, a driver, a process worker.
+"""Helpers behind :mod:`aniki.testing.conformance`: sample messages, a driver, a process worker,
+and the base class that opens and cleans up the sessions under test.
 
 Kept apart so the suite module reads as a list of checks.
 """
@@ -8,16 +9,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 import multiprocessing
+import shutil
+import tempfile
 import traceback
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeAlias
+from pathlib import Path
+from typing import Any, ClassVar, TypeAlias
 
 from ..messages import Message, MessageLike, ToolCall
 from ..sessions.base import AsyncSession, Session
 
 __all__ = [
     "AnySession",
+    "ConformanceBase",
     "Driver",
     "SessionFactory",
     "append_worker",
@@ -252,3 +258,74 @@ def assert_batches_contiguous(history: list[Message], count: int) -> None:
             assert follower == position[message.content] + 1, (
                 f"the batch w{writer}:{i}-{i + 1} was interleaved with another writer's messages"
             )
+
+
+class ConformanceBase:
+    """What the conformance checks stand on: the switches, the factory a subclass provides,
+    and opening, filling, reading and cleaning up sessions of the store under test."""
+
+    shares_history_across_instances: ClassVar[bool] = True
+    supports_add_messages: ClassVar[bool] = True
+    supports_limit: ClassVar[bool] = True
+    supports_meta: ClassVar[bool] = True
+    supports_processes: ClassVar[bool] = True
+    processes: ClassVar[int] = 4
+    messages_per_process: ClassVar[int] = 30
+
+    tmp_path: Path
+    driver: Driver
+
+    # --- what a subclass provides ---------------------------------------------------
+
+    def session_factory(self) -> SessionFactory:
+        """Return a picklable callable ``factory(session_id) -> session`` for one store."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must override session_factory() to return a picklable "
+            "callable building a session for an id, e.g. functools.partial(MyStore, url=...)"
+        )
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    def setup_method(self, method: Any) -> None:
+        self.tmp_path = Path(tempfile.mkdtemp(prefix="aniki-conformance-"))
+        self.driver = Driver()
+        self._run_tag = uuid.uuid4().hex[:12]
+        self._opened: list[AnySession] = []
+        self._ids: set[str] = set()
+
+    def teardown_method(self, method: Any) -> None:
+        try:
+            if self.shares_history_across_instances:
+                for session_id in self._ids:
+                    cleaner = self.open(session_id, remember=False)
+                    self.driver.clear(cleaner)
+            for session in self._opened:
+                self.driver.release(session)
+        finally:
+            self.driver.close()
+            shutil.rmtree(self.tmp_path, ignore_errors=True)
+
+    def new_id(self, name: str = "s") -> str:
+        """An id unique to this test run (so a shared server's data never collide)."""
+        return f"conformance-{self._run_tag}-{name}"
+
+    def open(self, session_id: str, *, remember: bool = True) -> AnySession:
+        """A new session instance for ``session_id``, closed when the test ends."""
+        session: AnySession = self.session_factory()(session_id)
+        self._opened.append(session)
+        if remember:
+            self._ids.add(session_id)
+        return session
+
+    def _need(self, flag: bool, what: str) -> None:
+        if not flag:
+            import pytest  # imported here so that importing this module does not need pytest
+
+            pytest.skip(f"{type(self).__name__} does not support {what}")
+
+    def add(self, session: AnySession, *messages: Any) -> None:
+        for message in messages:
+            self.driver.add_message(session, message)
+
+    def read(self, session: AnySession, limit: int | None = None) -> list[Message]:
+        return self.driver.get_messages(session, limit)

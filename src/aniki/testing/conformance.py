@@ -53,18 +53,14 @@ suite can run against a shared server.
 from __future__ import annotations
 
 import pickle
-import shutil
-import tempfile
-import uuid
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from ..errors import AnikiError, ValidationError
 from ..messages import Message
 from ..sessions.base import AsyncSession, Session
 from ._conformance_support import (
     AnySession,
-    Driver,
+    ConformanceBase,
     SessionFactory,
     assert_batches_contiguous,
     large_messages,
@@ -106,7 +102,7 @@ _AWKWARD_IDS = [
 _HOSTILE_IDS = ["", "nul\x00id", "x" * 10_000, "\n", "con", "A" * 300 + "/" + "b" * 300]
 
 
-class SessionConformance:
+class SessionConformance(ConformanceBase):
     """Base class of the session-store conformance suite; see the module docstring.
 
     Example::
@@ -117,72 +113,6 @@ class SessionConformance:
             def session_factory(self):
                 return InMemorySession
     """
-
-    shares_history_across_instances: ClassVar[bool] = True
-    supports_add_messages: ClassVar[bool] = True
-    supports_limit: ClassVar[bool] = True
-    supports_meta: ClassVar[bool] = True
-    supports_processes: ClassVar[bool] = True
-    processes: ClassVar[int] = 4
-    messages_per_process: ClassVar[int] = 30
-
-    tmp_path: Path
-    driver: Driver
-
-    # --- what a subclass provides ---------------------------------------------------
-
-    def session_factory(self) -> SessionFactory:
-        """Return a picklable callable ``factory(session_id) -> session`` for one store."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must override session_factory() to return a picklable "
-            "callable building a session for an id, e.g. functools.partial(MyStore, url=...)"
-        )
-
-    # --- plumbing -----------------------------------------------------------------------
-
-    def setup_method(self, method: Any) -> None:
-        self.tmp_path = Path(tempfile.mkdtemp(prefix="aniki-conformance-"))
-        self.driver = Driver()
-        self._run_tag = uuid.uuid4().hex[:12]
-        self._opened: list[AnySession] = []
-        self._ids: set[str] = set()
-
-    def teardown_method(self, method: Any) -> None:
-        try:
-            if self.shares_history_across_instances:
-                for session_id in self._ids:
-                    cleaner = self.open(session_id, remember=False)
-                    self.driver.clear(cleaner)
-            for session in self._opened:
-                self.driver.release(session)
-        finally:
-            self.driver.close()
-            shutil.rmtree(self.tmp_path, ignore_errors=True)
-
-    def new_id(self, name: str = "s") -> str:
-        """An id unique to this test run (so a shared server's data never collide)."""
-        return f"conformance-{self._run_tag}-{name}"
-
-    def open(self, session_id: str, *, remember: bool = True) -> AnySession:
-        """A new session instance for ``session_id``, closed when the test ends."""
-        session: AnySession = self.session_factory()(session_id)
-        self._opened.append(session)
-        if remember:
-            self._ids.add(session_id)
-        return session
-
-    def _need(self, flag: bool, what: str) -> None:
-        if not flag:
-            import pytest  # imported here so that importing this module does not need pytest
-
-            pytest.skip(f"{type(self).__name__} does not support {what}")
-
-    def add(self, session: AnySession, *messages: Any) -> None:
-        for message in messages:
-            self.driver.add_message(session, message)
-
-    def read(self, session: AnySession, limit: int | None = None) -> list[Message]:
-        return self.driver.get_messages(session, limit)
 
     # --- basics -----------------------------------------------------------------------
 

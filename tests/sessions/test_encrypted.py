@@ -157,3 +157,23 @@ def test_a_limit_over_a_store_without_one_is_taken_here() -> None:
     assert session.get_messages(limit=0) == ()
     with pytest.raises(UserError, match="limit"):
         session.get_messages(limit="2")  # type: ignore[arg-type]
+
+
+def test_each_message_is_decrypted_once_however_often_the_history_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    session = EncryptedSession(InMemorySession("long"), EncryptedSession.generate_key())
+    decrypted: list[str] = []
+    real = session.decrypt
+
+    def counting(message: Message, index: int = 0) -> Message:
+        decrypted.append(message.content)
+        return real(message, index)
+
+    monkeypatch.setattr(session, "decrypt", counting)
+    for turn in range(30):
+        session.add_message({"role": "user", "content": f"secret {turn}"})
+        assert [m.content for m in session.get_messages()][-1] == f"secret {turn}"
+        assert session.get_messages(limit=2)[-1].content == f"secret {turn}"
+    assert len(decrypted) == 30  # a read costs the new messages, not the whole history
+    assert len(set(decrypted)) == 30

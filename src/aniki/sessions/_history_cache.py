@@ -50,9 +50,11 @@ class HistoryCache(Generic[G]):
 
     def view(self, limit: int | None = None) -> tuple[Message, ...]:
         """The cached history as an immutable snapshot; with ``limit``, its last ``limit``."""
+        if limit is not None:  # a window costs its own size, not the history's
+            return tuple(self._messages[-limit:]) if limit > 0 else ()
         if self._snapshot is None:
             self._snapshot = tuple(self._messages)
-        return self._snapshot if limit is None else self._snapshot[-limit:]
+        return self._snapshot
 
 
 def unfused(

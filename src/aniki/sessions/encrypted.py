@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import Any, Generic, TypeVar, overload
 
 from ..errors import StoreError, UserError
 from ..messages import Message, MessageLike, ToolCall, to_message
@@ -89,6 +89,8 @@ class EncryptedSession(Generic[SessionT]):
         self._limited = accepts_limit(inner.get_messages)
         self._crypto = _fernet([key, *old_keys])
         self._local_meta: dict[str, Any] = {}
+        # Stored message -> plaintext, as the last whole read and the last limited read found.
+        self._plain: tuple[dict[Message, Message], dict[Message, Message]] = ({}, {})
 
     @staticmethod
     def generate_key() -> str:
@@ -155,12 +157,30 @@ class EncryptedSession(Generic[SessionT]):
             tool_call_id=message.tool_call_id,
         )
 
-    def _decrypt_all(self, stored: Sequence[Message]) -> tuple[Message, ...]:
-        return tuple(self.decrypt(message, index) for index, message in enumerate(stored))
+    def _plaintext(self, limit: int | None) -> Callable[[Sequence[Message]], tuple[Message, ...]]:
+        """What turns the inner store's answer to a read with ``limit`` into plaintext."""
+        if limit is None:
+            return lambda stored: self._decrypt(stored, 0, whole=True)
+        return lambda stored: self._decrypt(
+            stored, max(len(stored) - max(limit, 0), 0), whole=False
+        )
 
-    def _decrypt_tail(self, stored: Sequence[Message], limit: int) -> tuple[Message, ...]:
-        start = max(len(stored) - limit, 0) if limit > 0 else len(stored)
-        return tuple(self.decrypt(stored[i], i) for i in range(start, len(stored)))
+    def _decrypt(
+        self, stored: Sequence[Message], start: int, *, whole: bool
+    ) -> tuple[Message, ...]:
+        """``stored[start:]`` in plaintext. Only messages the last whole read and the last
+        limited read did not return are decrypted: a conversation read every turn costs what
+        is new, not the whole history."""
+        if start >= len(stored):
+            return ()
+        whole_map, window_map = self._plain
+        seen: dict[Message, Message] = {}
+        for index in range(start, len(stored)):
+            message = stored[index]
+            plain = whole_map.get(message) or window_map.get(message)
+            seen[message] = self.decrypt(message, index) if plain is None else plain
+        self._plain = (seen, window_map) if whole else (whole_map, seen)
+        return tuple(seen[stored[index]] for index in range(start, len(stored)))
 
     # -- the session protocol --------------------------------------------------------------
 
@@ -199,18 +219,11 @@ class EncryptedSession(Generic[SessionT]):
     def get_messages(self, limit: int | None = None) -> Any:
         """The history in plaintext; with ``limit``, the most recent ``limit`` messages."""
         limit = check_limit(limit)
-        if limit is None:
-            stored = self._inner.get_messages()
-        elif self._limited:
+        if limit is not None and self._limited:
             stored = self._inner.get_messages(limit=limit)  # type: ignore[call-arg]
-        else:  # a store without limit=: read it all, decrypt only the tail
-            wanted = limit
-
-            def tail(everything: Sequence[Message]) -> tuple[Message, ...]:
-                return self._decrypt_tail(everything, wanted)
-
-            return _then(cast(Any, self._inner.get_messages()), tail)
-        return _then(stored, self._decrypt_all)
+        else:  # everything; with a limit over a store that has none, only the tail is opened
+            stored = self._inner.get_messages()
+        return _then(stored, self._plaintext(limit))
 
     def _add_then_get(self, messages: list[Message], limit: int | None = None) -> Any:
         # Encrypt, append and read back in one round trip when the inner store fuses the two
@@ -220,7 +233,7 @@ class EncryptedSession(Generic[SessionT]):
             return None
         batch = [self.encrypt(message) for message in messages]
         stored = fused(batch) if limit is None else fused(batch, limit)
-        return None if stored is None else _then(stored, self._decrypt_all)
+        return None if stored is None else _then(stored, self._plaintext(limit))
 
     @overload
     def clear(self: EncryptedSession[Session]) -> None: ...

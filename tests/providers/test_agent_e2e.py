@@ -120,7 +120,8 @@ async def test_an_agent_with_a_tool(server: FakeServer, vendor: Vendor, mode: st
             "content": "Sunny, 18C in Oslo",
         }
     else:
-        assert first["system"] == "Answer with the weather."
+        cached = {"cache_control": {"type": "ephemeral"}}  # prompt caching is on by default
+        assert first["system"] == [{"type": "text", "text": "Answer with the weather."} | cached]
         assert second["messages"][-2]["content"] == [
             {"type": "tool_use", "id": "call_w1", "name": "get_weather", "input": {"city": "Oslo"}}
         ]
@@ -128,6 +129,7 @@ async def test_an_agent_with_a_tool(server: FakeServer, vendor: Vendor, mode: st
             "role": "user",
             "content": [
                 {"type": "tool_result", "tool_use_id": "call_w1", "content": "Sunny, 18C in Oslo"}
+                | cached
             ],
         }
 

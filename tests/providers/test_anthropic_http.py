@@ -74,7 +74,12 @@ async def test_complete_sends_the_documented_request(server: FakeServer) -> None
         messages=HISTORY,
         tools=(WEATHER,),
         output_schema=SCHEMA,
-        settings={"stop": ["###"], "tool_choice": "required", "parallel_tool_calls": False},
+        settings={
+            "stop": ["###"],
+            "tool_choice": "required",
+            "parallel_tool_calls": False,
+            "prompt_cache": False,  # the breakpoints have tests of their own
+        },
     )
     response = await provider(server, default_max_tokens=777).complete(request)
 

@@ -132,7 +132,8 @@ def test_max_tokens_defaults_and_settings_map() -> None:
     ],
 )
 def test_tool_choice(settings: dict[str, Any], expected: Any) -> None:
-    params = build_params(request(tools=(ADD,), settings=settings), default_max_tokens=10)
+    uncached = {**settings, "prompt_cache": False}  # breakpoints are tested on their own
+    params = build_params(request(tools=(ADD,), settings=uncached), default_max_tokens=10)
     assert params["tools"] == [
         {"name": "add", "description": "Add two numbers.", "input_schema": ADD.parameters}
     ]

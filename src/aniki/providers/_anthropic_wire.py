@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import UserError
 from ..messages import Message
 from ..usage import Usage
+from ._anthropic_cache import add_breakpoints
 from ._stream import (
     IncompleteStream,
     MalformedReply,
@@ -89,7 +90,10 @@ EARLIER = "(earlier conversation omitted)"
 
 def messages_to_wire(messages: tuple[Message, ...]) -> tuple[Any, list[dict[str, Any]]]:
     """``(system, messages)`` for the request; ``system`` is ``None`` when there is none."""
-    system = [message.content for message in messages if message.role == "system"]
+    # An empty system text adds nothing, and the API rejects empty text blocks.
+    system = [
+        message.content for message in messages if message.role == "system" and message.content
+    ]
     wire: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "system":
@@ -151,8 +155,10 @@ def build_params(
 ) -> dict[str, Any]:
     """Keyword arguments for ``messages.create`` (``stream`` itself left out).
 
-    ``transform_schema`` adapts an output schema to what structured outputs accept (the
-    client ships one); without it the schema goes out as it is.
+    Unless ``settings["prompt_cache"]`` is ``False``, the request carries ``cache_control``
+    breakpoints (see :mod:`._anthropic_cache`). ``transform_schema`` adapts an output schema
+    to what structured outputs accept (the client ships one); without it the schema goes out
+    as it is.
     """
     settings = request.settings
     system, messages = messages_to_wire(request.messages)
@@ -182,24 +188,53 @@ def build_params(
         params["timeout"] = settings["timeout"]
     if settings.get("extra_body"):
         params["extra_body"] = dict(settings["extra_body"])
+    if settings.get("prompt_cache", True):
+        add_breakpoints(params)
     return params
+
+
+def _count(data: Mapping[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_USAGE_KEYS = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+)
 
 
 def _usage(data: Any) -> Usage | None:
     if not isinstance(data, Mapping):
         return None
-    # Cached prompt tokens are reported apart from input_tokens; all of them were sent.
-    sent = sum(
-        value
-        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        if isinstance(value := data.get(key), int)
-    )
-    produced = data.get("output_tokens")
+    counts = {key: _count(data, key) for key in _USAGE_KEYS}
+    if all(value is None for value in counts.values()):
+        return None  # no counts at all: unreported, not a measured zero
+    uncached = counts["input_tokens"] or 0
+    written = counts["cache_creation_input_tokens"] or 0
+    read = counts["cache_read_input_tokens"] or 0
     return Usage(
-        input_tokens=sent,
-        output_tokens=produced if isinstance(produced, int) else 0,
+        # The API's input_tokens leaves out the cached part; aniki's counts every token sent.
+        input_tokens=uncached + written + read,
+        output_tokens=counts["output_tokens"] or 0,
         requests=1,
+        cache_read_tokens=read,
+        cache_write_tokens=written,
     )
+
+
+def _merged_usage(start: Mapping[str, Any], end: Mapping[str, Any]) -> dict[str, Any]:
+    """``message_start``'s usage updated by ``message_delta``'s.
+
+    ``message_delta`` always carries the final ``output_tokens``; it may also repeat the input
+    counts (cumulative, so they replace ``message_start``'s) or send them as ``null``, which
+    must not erase the counts ``message_start`` gave.
+    """
+    merged = dict(start)
+    merged.update({key: value for key, value in end.items() if value is not None})
+    return merged
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -273,7 +308,7 @@ class EventAccumulator:
         elif kind == "message_delta":
             delta = require_mapping(event.get("delta") or {}, "message_delta.delta")
             self._stop_reason = delta.get("stop_reason", self._stop_reason)
-            self._end_usage.update(_mapping(event.get("usage")))
+            self._end_usage = _merged_usage(self._end_usage, _mapping(event.get("usage")))
         elif kind == "message_stop":
             self.stopped = True
         # ping, content_block_stop and event types added later carry nothing aniki keeps
@@ -320,7 +355,7 @@ class EventAccumulator:
         return ModelResponse(
             content="".join(self._text),
             tool_calls=self._calls.calls(),
-            usage=_usage({**self._start_usage, **self._end_usage}),
+            usage=_usage(_merged_usage(self._start_usage, self._end_usage)),
             finish_reason=finish_reason(self._stop_reason),
             model=self._model,
         )

@@ -138,6 +138,8 @@ def settings_params(
         params["tool_choice"] = _tool_choice(settings["tool_choice"], tools)
     if "timeout" in settings:
         params["timeout"] = settings["timeout"]
+    if settings.get("prompt_cache_key"):
+        params["prompt_cache_key"] = settings["prompt_cache_key"]
     if settings.get("extra_body"):
         params["extra_body"] = dict(settings["extra_body"])
     return params
@@ -171,10 +173,14 @@ def _usage(data: Any) -> Usage | None:
     prompt, completion = data.get("prompt_tokens"), data.get("completion_tokens")
     if not isinstance(prompt, int) and not isinstance(completion, int):
         return None
+    details = data.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
     return Usage(
         input_tokens=prompt if isinstance(prompt, int) else 0,
         output_tokens=completion if isinstance(completion, int) else 0,
         requests=1,
+        # Part of prompt_tokens. OpenAI writes to its cache without reporting (or billing) it.
+        cache_read_tokens=cached if isinstance(cached, int) else 0,
     )
 
 

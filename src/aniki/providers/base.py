@@ -49,6 +49,13 @@ class ModelSettings(TypedDict, total=False):
     """Seconds one model call may take."""
     extra_body: dict[str, Any]
     """Extra JSON fields sent as they are (provider-specific options)."""
+    prompt_cache: bool
+    """Ask the provider to cache the request's prefix (default on). Anthropic caches only at
+    ``cache_control`` breakpoints, which the provider then places (at most four): ``False``
+    sends none. OpenAI caches every long prompt by itself, whatever this says."""
+    prompt_cache_key: str
+    """A key grouping requests that share a prefix, sent to OpenAI as ``prompt_cache_key`` so
+    that they reach the same cache (one per conversation or per user, say)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -203,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="NAME",
-        help=f"run only this workload (repeatable): {', '.join(workloads.NAMES)} or 1-6",
+        help=f"run only this workload (repeatable): {', '.join(workloads.NAMES)} "
+        f"or 1-{len(workloads.NAMES)}",
     )
     parser.add_argument(
         "--peers", default=None, help="comma-separated frameworks to run (default: all installed)"

@@ -7,11 +7,13 @@ from .base import (
     INSTRUCTIONS,
     REPLY,
     USER_MESSAGE,
+    Answer,
     Backend,
     Chat,
     Peer,
     Reader,
     StoreSpec,
+    Trimming,
     Unsupported,
 )
 from .openai_agents_peer import OpenAIAgentsPeer
@@ -22,11 +24,13 @@ __all__ = [
     "INSTRUCTIONS",
     "REPLY",
     "USER_MESSAGE",
+    "Answer",
     "Backend",
     "Chat",
     "Peer",
     "Reader",
     "StoreSpec",
+    "Trimming",
     "Unsupported",
     "available_peers",
 ]

@@ -8,6 +8,10 @@ measured is the framework's own cost.
 
 An adapter raises :class:`Unsupported` for a store or feature it has no equivalent of; the
 workload records that as a note instead of a figure.
+
+A peer that can send the model only the last messages of a conversation also offers
+``trimmed_chat`` (:class:`Trimming`), with a model that reads what it is sent and answers
+through an :data:`Answer` (workload 7 prices those requests).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ __all__ = [
     "INSTRUCTIONS",
     "REPLY",
     "USER_MESSAGE",
+    "Answer",
     "Appender",
     "Backend",
     "Chat",
@@ -29,6 +34,7 @@ __all__ = [
     "Reader",
     "StoreKind",
     "StoreSpec",
+    "Trimming",
     "Unsupported",
 ]
 
@@ -94,6 +100,10 @@ class Reader(Protocol):
 Appender = Callable[[int], Awaitable[None]]
 """Appends the ``i``-th benchmark message to a conversation, one durable write each."""
 
+Answer = Callable[[list[tuple[str, str]]], str]
+"""A scripted model that reads its request: given every message it was sent as
+``(role, content)``, the system prompt first, it returns the reply's text."""
+
 
 class Backend(Protocol):
     """A framework bound to one open store."""
@@ -129,4 +139,13 @@ class Peer(Protocol):
 
     def open(self, store: StoreSpec) -> AbstractAsyncContextManager[Backend]:
         """Open ``store``; closing releases connections and removes run-scoped server data."""
+        ...
+
+
+class Trimming(Protocol):
+    """A peer that can send the model only the most recent messages of a conversation."""
+
+    def trimmed_chat(self, history: int, answer: Answer) -> Chat:
+        """An in-memory conversation whose every request holds the system prompt, at most
+        ``history`` earlier messages and the new one, answered by ``answer``."""
         ...

@@ -8,6 +8,9 @@ without SQLAlchemy, which the bench requirements leave out.
 
 The SDK's ``SQLiteSession`` always commits with SQLite's default ``synchronous=FULL`` in WAL
 mode; workloads that compare it use aniki's ``durability="full"``, the same setting.
+
+Its way of trimming what the model is sent is ``SessionSettings(limit=N)``, passed in the run's
+``RunConfig``: the last ``N`` stored items, then the new input (``trimmed_chat``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,17 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .base import INSTRUCTIONS, REPLY, USER_MESSAGE, Appender, Backend, StoreSpec, Unsupported
+from .base import (
+    INSTRUCTIONS,
+    REPLY,
+    USER_MESSAGE,
+    Answer,
+    Appender,
+    Backend,
+    Chat,
+    StoreSpec,
+    Unsupported,
+)
 
 _MODEL_CLASS: Any = None
 
@@ -33,21 +46,25 @@ def _scripted_model_class() -> Any:
     from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
     class ScriptedModel(Model):
-        """Answers :data:`REPLY` to every call, after ``delay`` seconds."""
+        """Answers :data:`REPLY` to every call (or what ``answer`` says), after ``delay`` s."""
 
-        def __init__(self, delay: float) -> None:
+        def __init__(self, delay: float, answer: Answer | None = None) -> None:
             self.delay = delay
+            self.answer = answer
             self.seen = 0
+            self.reply = REPLY
 
         async def get_response(
             self, system_instructions: Any, input: Any, *args: Any, **kw: Any
         ) -> Any:
             self.seen = len(input) if isinstance(input, list) else 1
+            if self.answer is not None:
+                self.reply = self.answer(_pairs(system_instructions, input))
             if self.delay:
                 await asyncio.sleep(self.delay)
             message = ResponseOutputMessage(
                 id="msg_bench",
-                content=[ResponseOutputText(annotations=[], text=REPLY, type="output_text")],
+                content=[ResponseOutputText(annotations=[], text=self.reply, type="output_text")],
                 role="assistant",
                 status="completed",
                 type="message",
@@ -61,21 +78,40 @@ def _scripted_model_class() -> Any:
     return ScriptedModel
 
 
+def _pairs(system_instructions: str | None, input: Any) -> list[tuple[str, str]]:
+    """The request as ``(role, content)`` pairs, the instructions first."""
+    pairs = [("system", system_instructions)] if system_instructions else []
+    for item in input if isinstance(input, list) else [{"role": "user", "content": input}]:
+        data = item if isinstance(item, dict) else item.model_dump()
+        content = data.get("content")
+        if data.get("type", "message") != "message" or not isinstance(data.get("role"), str):
+            raise ValueError(f"openai-agents sent an item the benchmark does not read: {data}")
+        if isinstance(content, list):  # input_text / output_text parts
+            content = "".join(part["text"] for part in content)
+        pairs.append((data["role"], content))
+    return pairs
+
+
 class AgentsChat:
     """One conversation: an agent with the scripted model, run over one SDK session."""
 
-    def __init__(self, session: Any, delay: float) -> None:
+    def __init__(
+        self, session: Any, delay: float, *, answer: Answer | None = None, run_config: Any = None
+    ) -> None:
         from agents import Agent
 
-        self.model = _scripted_model_class()(delay)
+        self.model = _scripted_model_class()(delay, answer)
         self.agent = Agent(name="bench", instructions=INSTRUCTIONS, model=self.model)
         self.session = session
+        self.run_config = run_config
 
     async def turn(self, text: str) -> int:
         from agents import Runner
 
-        result = await Runner.run(self.agent, text, session=self.session)
-        if result.final_output != REPLY:
+        result = await Runner.run(
+            self.agent, text, session=self.session, run_config=self.run_config
+        )
+        if result.final_output != self.model.reply:
             raise AssertionError("openai-agents did not return the scripted reply")
         return int(self.model.seen)
 
@@ -141,6 +177,14 @@ class OpenAIAgentsPeer:
 
     def available(self) -> bool:
         return importlib.util.find_spec("agents") is not None
+
+    def trimmed_chat(self, history: int, answer: Answer) -> Chat:
+        """An in-memory ``SQLiteSession`` read with ``SessionSettings(limit=history)``."""
+        from agents import RunConfig, SessionSettings, SQLiteSession, set_tracing_disabled
+
+        set_tracing_disabled(True)
+        config = RunConfig(session_settings=SessionSettings(limit=history))
+        return AgentsChat(SQLiteSession("trimmed"), 0.0, answer=answer, run_config=config)
 
     @asynccontextmanager
     async def open(self, store: StoreSpec) -> AsyncIterator[Backend]:

@@ -7,6 +7,10 @@ store of its own; its documentation persists a conversation by serialising messa
 ``sqlite`` store here is exactly that pattern (WAL, ``synchronous`` set from the store's
 durability, one commit per turn); ``memory`` keeps ``result.all_messages()`` in a list. Other
 stores are not offered: there would be nothing of PydanticAI's in them to measure.
+
+Its way of trimming what the model is sent is a history processor keeping the last messages
+(``history_processors=`` in older releases, the ``ProcessHistory`` capability in newer ones,
+which replaced it), used by ``trimmed_chat``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,17 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .base import INSTRUCTIONS, REPLY, USER_MESSAGE, Appender, Backend, StoreSpec, Unsupported
+from .base import (
+    INSTRUCTIONS,
+    REPLY,
+    USER_MESSAGE,
+    Answer,
+    Appender,
+    Backend,
+    Chat,
+    StoreSpec,
+    Unsupported,
+)
 
 _SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
 _SELECT_ALL = "SELECT message_list FROM pydantic_ai_messages WHERE conversation = ? ORDER BY id"
@@ -63,30 +77,78 @@ class _MemoryHistory:
         self.messages = result.all_messages()
 
 
+def _pairs(instructions: str | None, messages: list[Any]) -> list[tuple[str, str]]:
+    """The request as ``(role, content)`` pairs, the instructions first."""
+    from pydantic_ai.messages import ModelRequest, SystemPromptPart, TextPart, UserPromptPart
+
+    pairs = [("system", instructions)] if instructions else []
+    for message in messages:
+        parts = message.parts
+        if isinstance(message, ModelRequest):
+            for part in parts:
+                if isinstance(part, SystemPromptPart):
+                    pairs.append(("system", part.content))
+                elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    pairs.append(("user", part.content))
+                else:
+                    raise ValueError(f"pydantic-ai sent a part the benchmark does not read: {part}")
+        elif all(isinstance(part, TextPart) for part in parts):
+            pairs.append(("assistant", "".join(part.content for part in parts)))
+        else:
+            raise ValueError(f"pydantic-ai sent a response the benchmark does not read: {message}")
+    return pairs
+
+
+def _keep_last(count: int) -> dict[str, Any]:
+    """``Agent`` options that send the model only the last ``count`` messages."""
+    import inspect
+
+    from pydantic_ai import Agent
+
+    def keep_last(messages: list[Any]) -> list[Any]:
+        return messages[-count:]
+
+    if "history_processors" in inspect.signature(Agent.__init__).parameters:
+        return {"history_processors": [keep_last]}
+    from pydantic_ai.capabilities import ProcessHistory
+
+    return {"capabilities": [ProcessHistory(keep_last)]}
+
+
 class PydanticChat:
     """One conversation: an agent over a ``FunctionModel``, its history kept as documented."""
 
-    def __init__(self, history: Any, delay: float) -> None:
+    def __init__(
+        self,
+        history: Any,
+        delay: float,
+        *,
+        answer: Answer | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
         import asyncio
 
         from pydantic_ai import Agent
         from pydantic_ai.messages import ModelResponse, TextPart
         from pydantic_ai.models.function import FunctionModel
 
-        async def answer(messages: list[Any], info: Any) -> Any:
+        async def respond(messages: list[Any], info: Any) -> Any:
             self.seen = len(messages)
+            if answer is not None:
+                self.reply = answer(_pairs(info.instructions, messages))
             if delay:
                 await asyncio.sleep(delay)
-            return ModelResponse(parts=[TextPart(REPLY)])
+            return ModelResponse(parts=[TextPart(self.reply)])
 
         self.seen = 0
-        self.agent = Agent(FunctionModel(answer), instructions=INSTRUCTIONS)
+        self.reply = REPLY
+        self.agent = Agent(FunctionModel(respond), instructions=INSTRUCTIONS, **(options or {}))
         self.history = history
 
     async def turn(self, text: str) -> int:
         result = await self.agent.run(text, message_history=self.history.load())
         self.history.save(result)
-        if result.output != REPLY:
+        if result.output != self.reply:
             raise AssertionError("pydantic-ai did not return the scripted reply")
         return self.seen
 
@@ -157,6 +219,10 @@ class PydanticAIPeer:
 
     def available(self) -> bool:
         return importlib.util.find_spec("pydantic_ai") is not None
+
+    def trimmed_chat(self, history: int, answer: Answer) -> Chat:
+        """Messages kept in a list; a history processor keeps the last ``history + 1``."""
+        return PydanticChat(_MemoryHistory(), 0.0, answer=answer, options=_keep_last(history + 1))
 
     @asynccontextmanager
     async def open(self, store: StoreSpec) -> AsyncIterator[Backend]:

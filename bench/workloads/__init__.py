@@ -15,8 +15,9 @@ NAMES = (
     "import_time",
     "concurrency",
     "context_economy",
+    "billed_context",
 )
-"""Workload module names; ``--only`` takes these (or their numbers, 1 to 6)."""
+"""Workload module names; ``--only`` takes these (or their numbers, from 1)."""
 
 
 def load(name: str) -> ModuleType:
@@ -24,5 +25,7 @@ def load(name: str) -> ModuleType:
     if name.isdigit() and 1 <= int(name) <= len(NAMES):
         name = NAMES[int(name) - 1]
     if name not in NAMES:
-        raise ValueError(f"unknown workload {name!r}; choose from {', '.join(NAMES)} or 1-6")
+        raise ValueError(
+            f"unknown workload {name!r}; choose from {', '.join(NAMES)} or 1-{len(NAMES)}"
+        )
     return importlib.import_module(f"workloads.{name}")

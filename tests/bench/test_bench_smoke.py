@@ -28,7 +28,7 @@ def _load_harness() -> ModuleType:
 harness = _load_harness()
 
 from peers import ALL_PEERS, StoreSpec  # noqa: E402  (bench/ is on the path once loaded)
-from workloads import NAMES, long_conversation  # noqa: E402
+from workloads import NAMES, billed_context, long_conversation  # noqa: E402
 from workloads._common import (  # noqa: E402
     SCALES,
     Context,
@@ -66,6 +66,7 @@ def test_installed_peers_are_measured_where_they_have_the_store(report: Any, pee
         3: "sqlite, 400 msgs: all, cold",
         4: "import",
         5: "memory: wall time",
+        7: "TokenBudgetSession(800) vs peers' last-N windows: billed equivalent",
     }
     for number, measure in expected.items():
         row = next(r for r in by_number[number].rows if r.measure == measure)
@@ -114,6 +115,35 @@ def test_a_framework_that_forgets_history_is_refused(tmp_path: Path) -> None:
     ctx = Context(SCALES["smoke"], [Peer()], tmp_path, "test", log=lambda text: None)
     with pytest.raises(AssertionError, match=r"sent 1 history messages .* at turn 2, expected 3"):
         asyncio.run(long_conversation.run(ctx))
+
+
+def test_a_request_is_billed_for_what_it_does_not_share_with_the_one_before() -> None:
+    from aniki import Message
+    from aniki.tokens import EstimatingCounter
+
+    counter = EstimatingCounter()
+    system, first, reply, second = (
+        Message(role=role, content=text * 40)
+        for role, text in [("system", "s"), ("user", "a"), ("assistant", "b"), ("user", "c")]
+    )
+    size = counter.count_message(system)  # every message here costs the same
+    ledger = billed_context.Ledger(counter)
+    ledger.record([system, first])  # nothing before it: all uncached
+    ledger.record([system, first, reply, second])  # the first request's two messages cached
+    ledger.record([system, reply, second])  # the window slid: only the system prompt cached
+    assert (ledger.requests, ledger.sent, ledger.cached) == (3, 9 * size, 3 * size)
+    assert ledger.billed == pytest.approx(6 * size + 0.1 * 3 * size)
+
+
+def test_peers_windows_are_sized_to_the_budgets_mean_request() -> None:
+    from aniki.tokens import EstimatingCounter
+
+    counter = EstimatingCounter()
+    script = billed_context.Script.make(40)
+    assert len(set(script.users + script.replies)) == 80  # no two messages alike
+    assert billed_context.matching_history(script, counter, 0) == 0
+    history = billed_context.matching_history(script, counter, 600)
+    assert history % 2 == 0 and 6 <= history <= 14  # whole exchanges of ~110 tokens
 
 
 def test_ratios_are_aniki_over_the_peer_and_targets_judge_them() -> None:

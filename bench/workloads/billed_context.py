@@ -124,12 +124,12 @@ class Script:
 class Recorder:
     """The scripted model of one side: prices every request, checks it, answers from the script.
 
-    ``windowed`` sides must send the system prompt and then an unbroken run of the latest
-    messages: a request of any other shape would mean the harness misread a framework's
-    request, and its prefix would be priced wrongly.
+    Every request must be the system prompt, perhaps a summary (a second system message), then
+    an unbroken run of the latest messages: a request of any other shape would mean that the
+    harness misread what a framework sent, and would price it wrongly.
     """
 
-    def __init__(self, side: str, script: Script, counter: Any, *, windowed: bool) -> None:
+    def __init__(self, side: str, script: Script, counter: Any) -> None:
         from aniki import Message
 
         self.side = side
@@ -137,7 +137,6 @@ class Recorder:
         self.replies = script.replies
         self.turn_of = {text: turn for turn, text in enumerate(script.users)}
         self.expected = [Message(role="system", content=INSTRUCTIONS), *script.messages()]
-        self.windowed = windowed
 
     def answer(self, messages: Sequence[Any]) -> str:
         self.ledger.record(messages)
@@ -146,9 +145,10 @@ class Recorder:
         if turn is None:
             raise AssertionError(f"{self.side}: the request does not end with a scripted turn")
         end = 2 * turn + 2  # the system prompt, then the messages up to this turn's
-        if self.windowed and (
+        history = messages[2:] if messages[1].role == "system" else messages[1:]
+        if (
             messages[0] != self.expected[0]
-            or list(messages[1:]) != self.expected[end - len(messages) + 1 : end]
+            or list(history) != self.expected[end - len(history) : end]
         ):
             raise AssertionError(
                 f"{self.side} sent turn {turn + 1} a request that is not the system prompt "
@@ -206,31 +206,29 @@ class Outcome:
         return self.model.sent / self.model.requests
 
 
-Wrap = Callable[[Any, Any, Any], Any]
-"""(store, counter, summarizer agent) -> the session the runner uses."""
+Wrap = Callable[[Any, Any], Any]
+"""(store, summarizer agent) -> the session the runner uses."""
 
 
-def _sides(limits: Limits) -> dict[str, Wrap]:
+def _sides(limits: Limits, counter: Any) -> dict[str, Wrap]:
     """aniki's sides, by label."""
     from aniki.sessions import SummarizingSession, TokenBudgetSession, WindowedSession
 
     window, budget, summarizing = limits.window, limits.budget, limits.summarizing
     return {
-        "no policy": lambda inner, counter, summarizer: inner,
-        f"WindowedSession({window})": lambda inner, counter, summarizer: WindowedSession(
-            inner, window
+        "no policy": lambda inner, _: inner,
+        f"WindowedSession({window})": lambda inner, _: WindowedSession(inner, window),
+        f"WindowedSession({window}, trim_to={window})": lambda inner, _: WindowedSession(
+            inner, window, trim_to=window
         ),
-        f"WindowedSession({window}, trim_to={window})": lambda inner, counter, summarizer: (
-            WindowedSession(inner, window, trim_to=window)
-        ),
-        f"TokenBudgetSession({budget:,})": lambda inner, counter, summarizer: TokenBudgetSession(
+        f"TokenBudgetSession({budget:,})": lambda inner, _: TokenBudgetSession(
             inner, budget, counter=counter
         ),
-        f"TokenBudgetSession({budget:,}, trim_to={budget:,})": lambda inner, counter, summarizer: (
-            TokenBudgetSession(inner, budget, trim_to=budget, counter=counter)
+        f"TokenBudgetSession({budget:,}, trim_to={budget:,})": lambda inner, _: TokenBudgetSession(
+            inner, budget, trim_to=budget, counter=counter
         ),
-        f"SummarizingSession({summarizing:,})": lambda inner, counter, summarizer: (
-            SummarizingSession(inner, summarizer, summarizing, counter=counter)
+        f"SummarizingSession({summarizing:,})": lambda inner, summarizer: SummarizingSession(
+            inner, summarizer, summarizing, counter=counter
         ),
     }
 
@@ -238,8 +236,7 @@ def _sides(limits: Limits) -> dict[str, Wrap]:
 async def _converse_aniki(side: str, wrap: Wrap, script: Script, counter: Any) -> Outcome:
     from aniki import Agent, InMemorySession, Runner
 
-    summarizing = side.startswith("SummarizingSession")
-    model = Recorder(side, script, counter, windowed=not summarizing)
+    model = Recorder(side, script, counter)
     summaries = Ledger(counter)
 
     def summarize(messages: Sequence[Any]) -> str:
@@ -248,13 +245,13 @@ async def _converse_aniki(side: str, wrap: Wrap, script: Script, counter: Any) -
 
     agent = Agent("bench", INSTRUCTIONS, model="scripted", provider=_Provider(model.answer))
     summarizer = Agent("summarizer", model="scripted", provider=_Provider(summarize))
-    session = wrap(InMemorySession(), counter, summarizer)
+    session = wrap(InMemorySession(), summarizer)
     runner = Runner()
     for turn, text in enumerate(script.users):
         result = await runner.run(agent, message=text, session=session)
         if result.content != script.replies[turn]:
             raise AssertionError(f"{side}: aniki did not return the scripted reply")
-    return Outcome(model.ledger, summaries if summarizing else None)
+    return Outcome(model.ledger, summaries if summaries.requests else None)
 
 
 def matching_history(script: Script, counter: Any, mean: float) -> int:
@@ -276,7 +273,7 @@ def matching_history(script: Script, counter: Any, mean: float) -> int:
 
 
 async def _converse_peer(peer: Any, history: int, script: Script, counter: Any) -> Outcome:
-    model = Recorder(peer.name, script, counter, windowed=True)
+    model = Recorder(peer.name, script, counter)
     chat = peer.trimmed_chat(history, model.answer_pairs)
     for text in script.users:
         await chat.turn(text)
@@ -319,7 +316,7 @@ async def run(ctx: Context) -> Section:
     script = Script.make(turns)
     counter = EstimatingCounter()
     outcomes: dict[str, Outcome] = {}
-    for side, wrap in _sides(limits).items():
+    for side, wrap in _sides(limits, counter).items():
         began = time.perf_counter()
         try:
             outcomes[side] = await _converse_aniki(side, wrap, script, counter)
@@ -332,18 +329,19 @@ async def run(ctx: Context) -> Section:
     budget = f"TokenBudgetSession({limits.budget:,})"
     slide = f"TokenBudgetSession({limits.budget:,}, trim_to={limits.budget:,})"
     peers = f"{budget} vs peers' last-N windows"
-    for side, outcome in outcomes.items():
-        _record(section, peers if side == budget else side, "aniki", outcome, bare)
     ratio_to_slide = f"{budget}: billed / {slide}'s"
-    if budget in outcomes and slide in outcomes:
-        section.row(ratio_to_slide, "x").values["aniki"] = (
-            outcomes[budget].billed / outcomes[slide].billed
-        )
-
+    for side, outcome in outcomes.items():
+        if side != budget:
+            _record(section, side, "aniki", outcome, bare)
+            continue
+        _record(section, peers, "aniki", outcome, bare)
+        section.row(f"{peers}: mean request", "tokens").values["aniki"] = outcome.mean_request
+        if slide in outcomes:
+            section.row(ratio_to_slide, "x").values["aniki"] = (
+                outcome.billed / outcomes[slide].billed
+            )
     if budget in outcomes:
-        mean = outcomes[budget].mean_request
-        section.row(f"{peers}: mean request", "tokens").values["aniki"] = mean
-        history = matching_history(script, counter, mean)
+        history = matching_history(script, counter, outcomes[budget].mean_request)
         for peer in ctx.peers[1:]:
             await _measure_peer(ctx, section, peer, history, script, counter, peers, bare)
     _set_targets(section, peers, ratio_to_slide)

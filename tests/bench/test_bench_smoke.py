@@ -27,7 +27,7 @@ def _load_harness() -> ModuleType:
 
 harness = _load_harness()
 
-from peers import ALL_PEERS, StoreSpec  # noqa: E402  (bench/ is on the path once loaded)
+from peers import ALL_PEERS, INSTRUCTIONS, StoreSpec  # noqa: E402  (bench/ is on the path once loaded)
 from workloads import NAMES, billed_context, long_conversation  # noqa: E402
 from workloads._common import (  # noqa: E402
     SCALES,
@@ -144,6 +144,19 @@ def test_peers_windows_are_sized_to_the_budgets_mean_request() -> None:
     assert billed_context.matching_history(script, counter, 0) == 0
     history = billed_context.matching_history(script, counter, 600)
     assert history % 2 == 0 and 6 <= history <= 14  # whole exchanges of ~110 tokens
+
+
+def test_a_request_with_a_gap_in_its_history_is_refused() -> None:
+    from aniki.tokens import EstimatingCounter
+
+    script = billed_context.Script.make(3)
+    model = billed_context.Recorder("gappy", script, EstimatingCounter())
+    system = ("system", INSTRUCTIONS)
+    first, reply, second = script.users[0], script.replies[0], script.users[1]
+    assert model.answer_pairs([system, ("user", first)]) == reply
+    assert model.answer_pairs([system, ("assistant", reply), ("user", second)])  # a window
+    with pytest.raises(AssertionError, match="not the system prompt and the latest messages"):
+        model.answer_pairs([system, ("user", first), ("user", second)])
 
 
 def test_ratios_are_aniki_over_the_peer_and_targets_judge_them() -> None:

@@ -89,6 +89,25 @@ def expected_start(history: Sequence[Message], limit: int, cost: Cost) -> int:
     return min(fitting) if fitting else max(valid)
 
 
+def stepped_views(
+    history: Sequence[Message], limit: int, trim_to: int, cost: Cost
+) -> list[tuple[int, bool]]:
+    """The oracle: after each append, where the view starts and whether the cut moved.
+
+    Brute force over the whole history, independent of the code under test: the cut stays
+    while the view from it fits; otherwise it moves to the longest valid suffix within
+    ``trim_to`` (or the shortest valid one when none fits)."""
+    cut, starts = 0, []
+    for count in range(1, len(history) + 1):
+        stored = history[:count]
+        moved = False
+        if sum(cost(m) for m in stored[cut:]) > limit:
+            new = expected_start(stored, trim_to, cost)
+            moved, cut = new != cut, new
+        starts.append((cut, moved))
+    return starts
+
+
 def assert_provider_valid(view: Sequence[Message]) -> None:
     """No tool result without the assistant call before it, in the view itself."""
     open_calls: set[str] = set()

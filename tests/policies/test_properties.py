@@ -16,7 +16,14 @@ from aniki.sessions.budget import TokenBudgetSession
 from aniki.sessions.summarizing import SummarizingSession
 from aniki.sessions.windowed import WindowedSession
 
-from .histories import allowed, assert_provider_valid, expected_start, histories, word_cost
+from .histories import (
+    allowed,
+    assert_provider_valid,
+    expected_start,
+    histories,
+    stepped_views,
+    word_cost,
+)
 from .stores import AsyncMemorySession, PlainSession, resolve
 from .summaries import Summarizer, tagged
 
@@ -45,6 +52,7 @@ def check_suffix(
 
 
 async def replay(policy: Any, inner: Any, history: list[Message], limit: int, cost: Any) -> None:
+    """A one-step slide (``trim_to`` = the limit): every view is the longest valid suffix."""
     for count, message in enumerate(history, start=1):
         await resolve(policy.add_message(message))
         stored = tuple(await resolve(inner.get_messages()))
@@ -54,18 +62,146 @@ async def replay(policy: Any, inner: Any, history: list[Message], limit: int, co
 
 @settings(max_examples=80, deadline=None)
 @given(histories(), st.integers(min_value=1, max_value=15), store_kinds)
-def test_windowed_session(history: list[Message], max_messages: int, kind: str) -> None:
+def test_windowed_session_sliding(history: list[Message], max_messages: int, kind: str) -> None:
     inner = STORES[kind]("w")
-    policy = WindowedSession(inner, max_messages)
+    policy = WindowedSession(inner, max_messages, trim_to=max_messages)
     asyncio.run(replay(policy, inner, history, max_messages, unit_cost))
 
 
 @settings(max_examples=80, deadline=None)
 @given(histories(), st.integers(min_value=1, max_value=250), store_kinds)
-def test_token_budget_session(history: list[Message], max_tokens: int, kind: str) -> None:
+def test_token_budget_session_sliding(history: list[Message], max_tokens: int, kind: str) -> None:
     inner = STORES[kind]("b")
-    policy = TokenBudgetSession(inner, max_tokens, counter=WordCounter())
+    policy = TokenBudgetSession(inner, max_tokens, trim_to=max_tokens, counter=WordCounter())
     asyncio.run(replay(policy, inner, history, max_tokens, word_cost))
+
+
+def check_stepped(
+    views: list[tuple[Message, ...]],
+    history: list[Message],
+    limit: int,
+    trim_to: int,
+    cost: Any,
+) -> None:
+    oracle = stepped_views(history, limit, trim_to, cost)
+    previous: tuple[Message, ...] = ()
+    regular, cuts, growth = True, 0, 0
+    for count, (view, (start, moved)) in enumerate(zip(views, oracle, strict=True), start=1):
+        stored = tuple(history[:count])
+        assert view == stored[start:]
+        assert allowed(stored, start)
+        assert_provider_valid(view)
+        if sum(cost(m) for m in view) > limit:  # over the limit only when nothing valid fits
+            assert all(
+                sum(cost(m) for m in stored[s:]) > limit
+                for s in range(len(stored))
+                if allowed(stored, s)
+            )
+        growth += cost(stored[-1])
+        if moved:
+            cuts += 1
+            # A cut leaves at most trim_to, unless no valid suffix is that short.
+            if sum(cost(m) for m in view) > trim_to:
+                regular = False
+        else:
+            # Between cuts the view is the previous one plus what was appended.
+            assert view == (*previous, stored[-1])
+        previous = view
+    if regular and limit > trim_to:
+        assert cuts <= growth // (limit - trim_to + 1) + 1
+
+
+async def replay_stepped(
+    kind: str,
+    history: list[Message],
+    limit: int,
+    trim_to: int,
+    make: Any,
+    cost: Any,
+    fresh_objects: bool,
+) -> None:
+    inner = STORES[kind]("s")
+    policy = make(inner, trim_to)
+    views = []
+    for message in history:
+        await resolve(policy.add_message(message))
+        if fresh_objects:  # a new policy object per read: the cut comes from the store's meta
+            policy = make(inner, trim_to)
+        views.append(tuple(await resolve(policy.get_messages())))
+    check_stepped(views, history, limit, trim_to, cost)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    histories(max_turns=10),
+    st.integers(min_value=1, max_value=15),
+    st.data(),
+    store_kinds,
+    st.booleans(),
+)
+def test_windowed_session_steps(
+    history: list[Message], limit: int, data: st.DataObject, kind: str, fresh: bool
+) -> None:
+    trim_to = data.draw(st.integers(min_value=1, max_value=limit), label="trim_to")
+    if fresh and kind == "plain":  # a store without meta cannot hand the cut to a new object
+        fresh = False
+
+    def make(inner: Any, trim: int) -> Any:
+        return WindowedSession(inner, limit, trim_to=trim)
+
+    asyncio.run(replay_stepped(kind, tagged(history), limit, trim_to, make, unit_cost, fresh))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    histories(max_turns=10),
+    st.integers(min_value=1, max_value=250),
+    st.data(),
+    store_kinds,
+    st.booleans(),
+)
+def test_token_budget_session_steps(
+    history: list[Message], limit: int, data: st.DataObject, kind: str, fresh: bool
+) -> None:
+    trim_to = data.draw(st.integers(min_value=1, max_value=limit), label="trim_to")
+    if fresh and kind == "plain":
+        fresh = False
+
+    def make(inner: Any, trim: int) -> Any:
+        return TokenBudgetSession(inner, limit, trim_to=trim, counter=WordCounter())
+
+    asyncio.run(replay_stepped(kind, tagged(history), limit, trim_to, make, word_cost, fresh))
+
+
+@settings(max_examples=60, deadline=None)
+@given(histories(max_turns=10), st.integers(min_value=2, max_value=12), store_kinds)
+def test_repeated_messages_keep_views_valid_and_prefixes_stable(
+    history: list[Message], limit: int, kind: str
+) -> None:
+    """Untagged histories repeat messages, so a cut's run of messages may occur twice; the
+    view may then start at another occurrence, but it stays valid, within the limit, and
+    begins with the previous view whenever the cut did not move."""
+    inner = STORES[kind]("d")
+    policy = WindowedSession(inner, limit)
+
+    async def go() -> None:
+        previous: tuple[Message, ...] = ()
+        for count, message in enumerate(history, start=1):
+            await resolve(policy.add_message(message))
+            view = tuple(await resolve(policy.get_messages()))
+            stored = tuple(history[:count])
+            start = len(stored) - len(view)
+            assert view == stored[start:]
+            assert allowed(stored, start)
+            assert_provider_valid(view)
+            if len(view) > limit:
+                assert not any(allowed(stored, s) for s in range(len(stored) - limit, len(stored)))
+            if view[: len(previous)] != previous:  # a cut: it leaves at most trim_to if it can
+                shortest = range(max(len(stored) - policy.trim_to, 0), len(stored))
+                assert len(view) <= policy.trim_to or not any(allowed(stored, s) for s in shortest)
+            previous = view
+
+    asyncio.run(go())
 
 
 async def replay_summaries(kind: str, history: list[Message], max_tokens: int) -> None:

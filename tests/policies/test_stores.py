@@ -11,10 +11,14 @@ from aniki.sessions.windowed import WindowedSession
 from aniki.testing import MockProvider
 from aniki.tokens import EstimatingCounter
 
-from .histories import assistant, expected_start, result, user
+from .histories import assistant, expected_start, result, stepped_views, user
 from .stores import Store, resolve
 
 COUNTER = EstimatingCounter()
+
+
+def ONE(message: Message) -> int:
+    return 1
 
 
 def script(turns: int) -> list[Message]:
@@ -38,16 +42,20 @@ def script(turns: int) -> list[Message]:
 async def test_windows_and_budgets_follow_the_rules_at_every_point(store: Store) -> None:
     inner = store.open("rules")
     windowed = WindowedSession(inner, 4)
+    sliding = WindowedSession(inner, 4, trim_to=4)
     budget = TokenBudgetSession(inner, 60, counter=COUNTER)
     history = script(9)
+    steps = stepped_views(history, 4, 2, lambda m: 1)
+    budget_steps = stepped_views(history, 60, 30, COUNTER.count_message)
     for count, message in enumerate(history, start=1):
         await resolve(windowed.add_message(message))  # writes pass through to the store
         stored = tuple(await resolve(inner.get_messages()))
         assert stored == tuple(history[:count])
         window = await resolve(windowed.get_messages())
-        assert window == stored[expected_start(stored, 4, lambda m: 1) :]
+        assert window == stored[steps[count - 1][0] :]
+        assert await resolve(sliding.get_messages()) == stored[expected_start(stored, 4, ONE) :]
         kept = await resolve(budget.get_messages())
-        assert kept == stored[expected_start(stored, 60, COUNTER.count_message) :]
+        assert kept == stored[budget_steps[count - 1][0] :]
 
 
 async def test_writes_clear_and_id_pass_through(store: Store) -> None:
@@ -57,7 +65,7 @@ async def test_writes_clear_and_id_pass_through(store: Store) -> None:
     assert policy.inner is inner
     await resolve(policy.add_messages([user("one"), user("two"), user("three")]))
     assert len(await resolve(inner.get_messages())) == 3
-    assert [m.content for m in await resolve(policy.get_messages())] == ["two", "three"]
+    assert [m.content for m in await resolve(policy.get_messages())] == ["three"]
     await resolve(policy.clear())
     assert tuple(await resolve(inner.get_messages())) == ()
 

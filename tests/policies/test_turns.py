@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aniki import Agent, EncryptedSession, Message, Runner, WindowedSession, tool
-from aniki.sessions import _postgres_core, _redis_core
+from aniki.sessions import _postgres_core, _redis_core, _redis_scripts
 from aniki.sessions.budget import TokenBudgetSession
 from aniki.sessions.summarizing import SummarizingSession
 from aniki.testing import MockProvider
@@ -150,7 +150,29 @@ async def test_a_turn_costs_two_round_trips_on_the_server_stores(
     for turn in range(3):
         provider.enqueue_response(f"answer {turn}")
         await Runner().run(agent, message=f"question {turn}", session=session)
-    assert len(steps) == ROUND_TRIPS_PER_TURN.get(policy, 2) * 3
+    meta = [step for step in steps if is_cut_step(step)]
+    assert len(steps) - len(meta) == ROUND_TRIPS_PER_TURN.get(policy, 2) * 3
+    # A window's cut that moves costs two more: a look at the stored cut (another process
+    # may have moved it already), then the new one written.
+    assert len(meta) % 2 == 0
+    assert all(is_cut_step(step, write=i % 2 == 1) for i, step in enumerate(meta))
+    if policy in ("windowed", "windowed-encrypted"):
+        assert meta  # WindowedSession(3) over three turns of two messages moves its cut
+
+
+def is_cut_step(step: Any, *, write: bool | None = None) -> bool:
+    """Whether ``step`` reads (``write=False``) or writes (``True``) a window's cut."""
+    if hasattr(step, "script"):  # a Redis step
+        kinds = {_redis_scripts.GET_META: False, _redis_scripts.SET_META: True}
+        kind = kinds.get(step.script)
+        is_cut = any(isinstance(a, str) and a.startswith("aniki.cut.") for a in step.args)
+    else:
+        sql = step.statement
+        kind = True if b"INSERT INTO" in sql and b"_meta" in sql else None
+        if kind is None and b"SELECT value FROM" in sql:
+            kind = False
+        is_cut = str((step.params or {}).get("key", "")).startswith("aniki.cut.")
+    return is_cut and kind is not None and (write is None or kind == write)
 
 
 @pytest.mark.parametrize("kind", ["redis", "async_redis"])

@@ -1,24 +1,34 @@
-"""What every suffix-keeping history policy shares: pass-through writes and windowed reads.
+"""What every stepped history policy shares: pass-through writes and windowed, stepped reads.
 
 A policy wraps a sync :class:`~aniki.Session` or an :class:`~aniki.AsyncSession` and is of
 the same kind: its methods return what the inner store's do, awaitables included. Reads are
-planned by a generator written once (it asks for "the last N messages", is sent them, and
-returns the selected suffix) and driven either synchronously or asynchronously, depending on
-what the inner store returned. Stores that offer ``get_messages(limit=...)`` are asked only for
-the recent window, so a read costs about the size of what it keeps, not of the history.
+planned by a generator written once (it asks for "the last N messages" or for a meta value,
+is sent the answer, and returns the view) and driven either synchronously or asynchronously,
+depending on what the inner store returned. Stores that offer ``get_messages(limit=...)`` are
+asked only for the recent window, so a read costs about the size of what it keeps, not of the
+history.
+
+Where the view starts (its cut) is chosen by :mod:`aniki.sessions._cut`; this module keeps
+the cut in the inner store's per-session meta (``get_meta`` / ``set_meta``) under a key that
+names the policy and its limits, so two policies over one store never disturb each other,
+and in memory over a store without meta.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, overload
 
 from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
+from ._cut import Anchor, CutRecord, Found, Placement, place
 from .base import AsyncSession, Session
 
 __all__ = [
+    "MetaGet",
+    "MetaSet",
     "ReadPlan",
     "SessionT",
     "SuffixPolicy",
@@ -26,17 +36,34 @@ __all__ = [
     "add_each",
     "check_positive",
     "check_session",
-    "plan_suffix",
+    "check_trim_to",
 ]
 
 SessionT = TypeVar("SessionT", Session, AsyncSession)
 """The kind of store a policy wraps, and so the kind of session the policy is."""
 
-ReadPlan = Generator["int | None", Sequence[Message], tuple[Message, ...]]
-"""Yields how many recent messages to fetch (``None``: all), is sent them, returns the view."""
 
-Selector = Callable[[Sequence[Message], bool], "int | None"]
-"""``(window, complete) -> start``, or ``None`` when the window is too short to decide."""
+@dataclass(frozen=True, slots=True)
+class MetaGet:
+    """A plan's request for the inner store's meta value under ``key``."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetaSet:
+    """A plan's request to store ``value`` under ``key`` in the inner store's meta."""
+
+    key: str
+    value: Any
+
+
+ReadPlan = Generator["int | MetaGet | MetaSet | None", Any, tuple[Message, ...]]
+"""Yields how many recent messages to fetch (``None``: all) or a meta request, is sent the
+answer, and returns the view."""
+
+_FETCH_MARGIN = 16
+"""Messages fetched beyond the last view: room for what a turn or two appends meanwhile."""
 
 
 def accepts_limit(get_messages: Callable[..., Any]) -> bool:
@@ -50,24 +77,24 @@ def accepts_limit(get_messages: Callable[..., Any]) -> bool:
     )
 
 
-def plan_suffix(select: Selector, first: int | None) -> ReadPlan:
-    """Fetch ``first`` recent messages, doubling until ``select`` can decide; keep its suffix."""
-    limit = first
-    while True:
-        window = yield limit
-        complete = limit is None or len(window) < limit
-        start = select(window, complete)
-        if start is not None:
-            return tuple(window[start:])
-        assert limit is not None  # a complete window always decides
-        limit = max(limit * 2, 16)
-
-
 def check_positive(name: str, value: object) -> int:
     """``value`` when it is a whole number of at least 1, else a :class:`~aniki.UserError`."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise UserError(f"{name} must be a whole number of at least 1, got {value!r}")
     return value
+
+
+def check_trim_to(trim_to: object, limit: int, name: str) -> int:
+    """``trim_to`` checked against the policy's limit; ``None`` gives half the limit."""
+    if trim_to is None:
+        return max(limit // 2, 1)
+    if not isinstance(trim_to, int) or isinstance(trim_to, bool) or not 1 <= trim_to <= limit:
+        raise UserError(
+            f"trim_to must be a whole number between 1 and {name} = {limit}, got {trim_to!r} "
+            f"(leave it out for half of {name}; trim_to={limit} slides the window one message "
+            "at a time)"
+        )
+    return trim_to
 
 
 def check_session(inner: object) -> None:
@@ -80,18 +107,39 @@ def check_session(inner: object) -> None:
             )
 
 
-class SuffixPolicy(Generic[SessionT]):
-    """Base of the policies that keep a most-recent suffix: everything but the selection.
+@dataclass(slots=True)
+class _CutState:
+    """What a policy object knows of its cut between reads."""
 
-    Subclasses implement :meth:`_plan`. Writes, ``clear`` and ``id`` go to the inner store
-    untouched; the stored history is never rewritten.
+    found: Found | None = None
+    """The cut as last placed (in memory), or as read from meta."""
+    stored: Any = None
+    """The meta value as last read or written, to notice another writer and skip rewrites."""
+    loaded: bool = False
+    """Whether the meta value has been read at all."""
+
+
+class SuffixPolicy(Generic[SessionT]):
+    """Base of the policies that keep a stepped most-recent suffix: everything but the limit.
+
+    Subclasses set :attr:`limit`, :attr:`trim_to` and :attr:`_cost`, name their meta key and
+    size their first fetch. Writes and ``id`` go to the inner store untouched; the stored
+    history is never rewritten.
     """
+
+    limit: int
+    trim_to: int
+    """What the view is trimmed to when it outgrows the limit."""
 
     def __init__(self, inner: Session | AsyncSession) -> None:
         check_session(inner)
         # Subclasses take ``inner: SessionT``; mypy cannot pass a constrained TypeVar through.
         self._inner: SessionT = cast("SessionT", inner)
         self._limited = accepts_limit(inner.get_messages)
+        self._has_meta = callable(getattr(inner, "get_meta", None)) and callable(
+            getattr(inner, "set_meta", None)
+        )
+        self._state = _CutState()
 
     @property
     def inner(self) -> SessionT:
@@ -103,12 +151,74 @@ class SuffixPolicy(Generic[SessionT]):
         """The inner store's id."""
         return str(self._inner.id)
 
-    def _plan(self) -> ReadPlan:
+    @property
+    def cut_key(self) -> str:
+        """The meta key the cut is kept under: it names the policy, its limits and counter."""
         raise NotImplementedError
 
-    def _first_fetch(self, wanted: int) -> int | None:
-        """How many recent messages to ask for first: all of them when the store has no limit."""
-        return wanted if self._limited else None
+    def _cost(self, message: Message) -> int:
+        raise NotImplementedError
+
+    def _fresh_fetch(self) -> int:
+        """How many recent messages to ask for first when no cut is known yet."""
+        raise NotImplementedError
+
+    def _first_fetch(self, found: Found | None) -> int | None:
+        if not self._limited:
+            return None
+        if isinstance(found, Anchor):
+            return len(found.view) + 1 + _FETCH_MARGIN
+        if isinstance(found, CutRecord):
+            return found.kept + 1 + _FETCH_MARGIN
+        return self._fresh_fetch()
+
+    def _plan(self, extra: int = 0) -> ReadPlan:
+        """The read: find the cut, keep it or move it, remember it; return the view.
+
+        The last ``extra`` messages of every window are not stored yet (a streamed run's
+        tool turns): they count against the limit, but a cut is only ever remembered at a
+        stored message.
+        """
+        state = self._state
+        checked = False  # whether meta was read during this read
+        if self._has_meta and not state.loaded:
+            state.stored = yield MetaGet(self.cut_key)
+            state.found, state.loaded, checked = CutRecord.from_value(state.stored), True, True
+        found = state.found
+        size = self._first_fetch(found)
+        while True:
+            window: Sequence[Message] = yield size
+            complete = size is None or len(window) - extra < size
+            placement = self._place(found, window, complete)
+            if placement is not None and placement.moved and self._has_meta and not checked:
+                # Before moving the cut, see whether another process has moved it already.
+                checked = True
+                value = yield MetaGet(self.cut_key)
+                other = CutRecord.from_value(value) if value != state.stored else None
+                state.stored = value
+                if other is not None:
+                    found = other
+                    placement = self._place(found, window, complete)
+            if placement is not None:
+                break
+            assert size is not None  # a complete window always decides
+            size = max(size * 2, 16)
+        start, kept = placement.start, len(window) - extra
+        if start < kept:
+            state.found = Anchor(window[start - 1] if start else None, tuple(window[start:kept]))
+            if placement.moved and start > 0 and self._has_meta:
+                value = CutRecord.at(window[:kept], start).to_value()
+                if value != state.stored:
+                    yield MetaSet(self.cut_key, value)
+                    state.stored = value
+        return tuple(window[start:])
+
+    def _place(
+        self, found: Found | None, window: Sequence[Message], complete: bool
+    ) -> Placement | None:
+        return place(
+            found, window, complete, limit=self.limit, trim_to=self.trim_to, cost=self._cost
+        )
 
     @overload
     def get_messages(self: SuffixPolicy[Session]) -> tuple[Message, ...]: ...
@@ -117,58 +227,91 @@ class SuffixPolicy(Generic[SessionT]):
         self: SuffixPolicy[AsyncSession],
     ) -> Coroutine[Any, Any, tuple[Message, ...]]: ...
     def get_messages(self) -> Any:
-        """The selected most-recent messages, oldest first (awaitable over an async store)."""
-        plan = self._plan()
-        return self._drive(plan, self._fetch(next(plan)))
+        """The view: the most recent messages from the cut on, oldest first (awaitable over
+        an async store)."""
+        return self._execute(self._plan())
 
     def _add_then_get(self, messages: list[Message]) -> Any:
-        """Append ``messages``, then select: one round trip to the first window when the inner
-        store fuses its append and read (see ``aniki._run.session_io``); ``None``, having
-        written nothing, when it cannot."""
+        """Append ``messages``, then read: the append fused with the first window's fetch
+        when the inner store can (see ``aniki._run.session_io``); ``None``, having written
+        nothing, when the inner store has no such step."""
         fused = getattr(self._inner, "_add_then_get", None)
         if fused is None:
             return None
-        plan = self._plan()
-        limit = next(plan)
-        first = fused(messages) if limit is None else fused(messages, limit)
-        if first is None:
-            return None
-        return self._drive(plan, first)
+
+        def first(limit: int | None) -> Any:
+            window = fused(messages) if limit is None else fused(messages, limit)
+            if window is not None:
+                return window
+            # A wrapper below cannot fuse after all (it wrote nothing): append, then read.
+            added = self.add_messages(messages)
+            if inspect.isawaitable(added):
+                return _after(added, lambda: self._fetch(limit))
+            return self._fetch(limit)
+
+        return self._execute(self._plan(), first=first)
 
     def _view_with(self, extra: Sequence[Message]) -> Any:
-        """The selection over the stored history followed by ``extra``, messages not stored
-        yet (a streamed run's tool turns): what :meth:`get_messages` will return once they
-        are, so that they count against the same bound."""
-        plan = self._plan()
-        return self._drive(plan, self._fetch(next(plan)), tuple(extra))
+        """The view over the stored history followed by ``extra``, messages not stored yet
+        (a streamed run's tool turns): what :meth:`get_messages` will return once they are,
+        so that they count against the same limit."""
+        return self._execute(self._plan(len(extra)), extra=tuple(extra))
 
-    def _drive(self, plan: ReadPlan, first: Any, extra: tuple[Message, ...] = ()) -> Any:
-        """Feed ``plan`` the first window and any further one it asks for; return its view.
+    def _answer(self, request: int | MetaGet | MetaSet | None, first: Any) -> Any:
+        if isinstance(request, MetaGet):
+            return cast(Any, self._inner).get_meta(request.key)
+        if isinstance(request, MetaSet):
+            return cast(Any, self._inner).set_meta(request.key, request.value)
+        if first is not None:
+            return first(request)
+        return self._fetch(request)
+
+    def _execute(
+        self, plan: ReadPlan, *, extra: tuple[Message, ...] = (), first: Any = None
+    ) -> Any:
+        """Answer ``plan``'s requests until it returns its view; ``first`` (when given)
+        answers the first fetch. Switches to :meth:`_execute_async` at the first awaitable.
 
         ``extra`` follows every window (a window then looks longer than the store's answer,
-        which costs at most a few more fetches: each asks for twice as many)."""
-        if inspect.isawaitable(first):
-            return self._drive_async(plan, first, extra)
-        window: Sequence[Message] = first
+        which the plan allows for)."""
+        request = next(plan)
         while True:
+            fetch = not isinstance(request, (MetaGet, MetaSet))
+            answer: Any = self._answer(request, first if fetch else None)
+            if fetch:
+                first = None
+            if inspect.isawaitable(answer):
+                return self._execute_async(plan, answer, fetch, extra, first)
+            if fetch and extra:
+                answer = (*answer, *extra)
             try:
-                request = plan.send((*window, *extra) if extra else window)
+                request = plan.send(answer)
             except StopIteration as done:
-                selected: tuple[Message, ...] = done.value
-                return selected
-            window = self._fetch(request)
+                view: tuple[Message, ...] = done.value
+                return view
 
-    async def _drive_async(
-        self, plan: ReadPlan, first: Awaitable[Sequence[Message]], extra: tuple[Message, ...]
+    async def _execute_async(
+        self,
+        plan: ReadPlan,
+        pending: Awaitable[Any],
+        fetch: bool,
+        extra: tuple[Message, ...],
+        first: Any,
     ) -> tuple[Message, ...]:
-        window: Sequence[Message] = await first
         while True:
+            answer: Any = await pending
+            if fetch and extra:
+                answer = (*answer, *extra)
             try:
-                request = plan.send((*window, *extra) if extra else window)
+                request = plan.send(answer)
             except StopIteration as done:
-                selected: tuple[Message, ...] = done.value
-                return selected
-            window = await self._fetch(request)
+                view: tuple[Message, ...] = done.value
+                return view
+            fetch = not isinstance(request, (MetaGet, MetaSet))
+            result = self._answer(request, first if fetch else None)
+            if fetch:
+                first = None
+            pending = result if inspect.isawaitable(result) else _ready(result)
 
     def _fetch(self, limit: int | None) -> Any:
         if limit is not None and self._limited:
@@ -207,8 +350,20 @@ class SuffixPolicy(Generic[SessionT]):
     @overload
     def clear(self: SuffixPolicy[AsyncSession]) -> Coroutine[Any, Any, None]: ...
     def clear(self) -> Any:
-        """Delete the inner store's history."""
+        """Delete the inner store's history (built-in stores drop its derived state, the
+        cut included, with it)."""
+        self._state = _CutState()
         return self._inner.clear()
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+async def _after(pending: Awaitable[Any], then: Callable[[], Any]) -> Any:
+    await pending
+    result = then()
+    return await result if inspect.isawaitable(result) else result
 
 
 def add_each(inner: Any, batch: list[Message]) -> Any:

@@ -1,29 +1,36 @@
-"""``TokenBudgetSession``: the most recent messages that fit a token budget."""
+"""``TokenBudgetSession``: the most recent messages that fit a token budget, in steps."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..messages import Message
 from ..tokens import TokenCounter, counter_for_model
-from ._policy import ReadPlan, SessionT, SuffixPolicy, check_positive, plan_suffix
-from ._select import select_start
+from ._policy import SessionT, SuffixPolicy, check_positive, check_trim_to
 
 __all__ = ["TokenBudgetSession"]
 
-_FETCH_MARGIN = 16
-"""Messages fetched beyond the last read's window: room for what a turn or two appends."""
+_FRESH_FETCH = 16
+"""Messages asked for first when no cut is known: doubled until the budget is covered."""
 
 
 class TokenBudgetSession(SuffixPolicy[SessionT]):
     """A view of a session that returns the most recent messages fitting ``max_tokens``.
 
+    The view's start (the *cut*) stays where it is while the view fits ``max_tokens``: each
+    read returns the previous read's messages plus what was appended, so a provider's prompt
+    cache serves everything but the new turn. When an append takes the view over the
+    budget, the cut moves forward once, to leave at most ``trim_to`` tokens (default: half
+    of ``max_tokens``); ``trim_to=max_tokens`` slides the window every turn instead, which
+    sends fewer tokens but has almost none of them served from cache. The cut is kept in the
+    inner store's per-session meta, so another object, process or restart reads the same
+    view (over a store without ``get_meta``, in this object only).
+
     Tokens are counted by ``counter`` (default: :func:`~aniki.tokens.counter_for_model` for
-    ``model``, an estimate when no model is given), and each message's count is remembered, so
-    a read costs about the size of the window, not of the history. The window never splits a
-    tool exchange; when even the last exchange is over the budget, it is returned whole.
-    ``max_tokens`` is the history's share of a request: leave room for the instructions, the
-    tool definitions and the reply. Over an ``AsyncSession`` the methods are awaited.
+    ``model``, an estimate when no model is given), and each message's count is remembered,
+    so a read costs about the size of the window, not of the history. The window never
+    splits a tool exchange; when even the last exchange is over the budget, it is returned
+    whole. ``max_tokens`` is the history's share of a request: leave room for the
+    instructions, the tool definitions and the reply. Over an ``AsyncSession`` the methods
+    are awaited.
 
     Example::
 
@@ -36,27 +43,38 @@ class TokenBudgetSession(SuffixPolicy[SessionT]):
         inner: SessionT,
         max_tokens: int,
         *,
+        trim_to: int | None = None,
         model: str | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
         super().__init__(inner)
         self.max_tokens = check_positive("max_tokens", max_tokens)
         """The most tokens a read returns (unless the last exchange alone is larger)."""
+        self.limit = self.max_tokens
+        self.trim_to = check_trim_to(trim_to, self.max_tokens, "max_tokens")
+        """How many tokens at most the view keeps when its cut moves."""
         self.counter: TokenCounter = counter if counter is not None else counter_for_model(model)
         """Counts each message's tokens."""
-        self._last_size = 0
 
-    def _plan(self) -> ReadPlan:
-        limit = self.max_tokens
-        cost = self.counter.count_message
+    @property
+    def cut_key(self) -> str:
+        """The meta key the cut is kept under: the budget, ``trim_to`` and the counter's
+        kind, e.g. ``"aniki.cut.tokens.4000.2000.EstimatingCounter"``."""
+        counter = self.counter
+        kind = type(counter).__name__
+        encoding = getattr(counter, "encoding", None)
+        if isinstance(encoding, str):
+            kind += f".{encoding}"
+        return f"aniki.cut.tokens.{self.max_tokens}.{self.trim_to}.{kind}"
 
-        def select(window: Sequence[Message], complete: bool) -> int | None:
-            return select_start(window, limit, cost, complete=complete)
+    def _cost(self, message: Message) -> int:
+        return self.counter.count_message(message)
 
-        plan = plan_suffix(select, self._first_fetch(self._last_size + _FETCH_MARGIN))
-        view = yield from plan
-        self._last_size = len(view)
-        return view
+    def _fresh_fetch(self) -> int:
+        return _FRESH_FETCH
 
     def __repr__(self) -> str:
-        return f"TokenBudgetSession({self._inner!r}, max_tokens={self.max_tokens})"
+        return (
+            f"TokenBudgetSession({self._inner!r}, max_tokens={self.max_tokens}, "
+            f"trim_to={self.trim_to})"
+        )

@@ -1,12 +1,10 @@
-"""``WindowedSession``: only the most recent messages, never splitting a tool exchange."""
+"""``WindowedSession``: the most recent messages, in steps, never splitting a tool exchange."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..messages import Message
-from ._policy import ReadPlan, SessionT, SuffixPolicy, check_positive, plan_suffix
-from ._select import select_start
+from ._policy import SessionT, SuffixPolicy, check_positive, check_trim_to
+from ._select import unit_cost
 
 __all__ = ["WindowedSession"]
 
@@ -14,11 +12,20 @@ __all__ = ["WindowedSession"]
 class WindowedSession(SuffixPolicy[SessionT]):
     """A view of a session that returns at most its ``max_messages`` most recent messages.
 
-    The window never starts inside a tool exchange: when the cut would leave tool results
-    without the assistant message that called them, it moves forward past them. When even the
-    last exchange is longer than ``max_messages``, that exchange is returned whole. Writes go
-    to ``inner`` untouched; the stored history is never rewritten. Over an ``AsyncSession``
-    the methods are awaited, as the inner store's are.
+    The view's start (the *cut*) stays where it is while the view holds at most
+    ``max_messages``: each read returns the previous read's messages plus what was appended,
+    so a provider's prompt cache serves everything but the new turn. When an append takes
+    the view over ``max_messages``, the cut moves forward once, to leave at most ``trim_to``
+    messages (default: half of ``max_messages``); ``trim_to=max_messages`` slides the window
+    by one message every turn instead, which defeats prompt caching. The cut is kept in the
+    inner store's per-session meta, so another object, process or restart reads the same
+    view (over a store without ``get_meta``, in this object only).
+
+    The window never starts inside a tool exchange: when a cut would leave tool results
+    without the assistant message that called them, it moves forward past them. When even
+    the last exchange is longer than ``max_messages``, that exchange is returned whole.
+    Writes go to ``inner`` untouched; the stored history is never rewritten. Over an
+    ``AsyncSession`` the methods are awaited, as the inner store's are.
 
     Example::
 
@@ -28,19 +35,28 @@ class WindowedSession(SuffixPolicy[SessionT]):
         len(session.get_messages()) <= 20   # True (unless one exchange is longer)
     """
 
-    def __init__(self, inner: SessionT, max_messages: int) -> None:
+    def __init__(self, inner: SessionT, max_messages: int, *, trim_to: int | None = None) -> None:
         super().__init__(inner)
         self.max_messages = check_positive("max_messages", max_messages)
         """The most messages a read returns (unless one exchange alone is longer)."""
+        self.limit = self.max_messages
+        self.trim_to = check_trim_to(trim_to, self.max_messages, "max_messages")
+        """How many messages at most the view keeps when its cut moves."""
 
-    def _plan(self) -> ReadPlan:
-        limit = self.max_messages
+    @property
+    def cut_key(self) -> str:
+        """The meta key the cut is kept under, e.g. ``"aniki.cut.messages.40.20"``."""
+        return f"aniki.cut.messages.{self.max_messages}.{self.trim_to}"
 
-        def select(window: Sequence[Message], complete: bool) -> int | None:
-            return select_start(window, limit, complete=complete)
+    def _cost(self, message: Message) -> int:
+        return unit_cost(message)
 
-        # One message more than the window shows whether the window is full.
-        return plan_suffix(select, self._first_fetch(limit + 1))
+    def _fresh_fetch(self) -> int:
+        # One message more than the window shows whether the history fits it.
+        return self.max_messages + 1
 
     def __repr__(self) -> str:
-        return f"WindowedSession({self._inner!r}, max_messages={self.max_messages})"
+        return (
+            f"WindowedSession({self._inner!r}, max_messages={self.max_messages}, "
+            f"trim_to={self.trim_to})"
+        )

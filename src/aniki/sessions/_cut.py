@@ -1,0 +1,226 @@
+"""Where a stepped window starts (its *cut*), and how the cut is found again: pure, no I/O.
+
+A stepped window keeps its start while the view from there fits the limit, so between two
+cuts every request's history is the previous one plus what was appended: a prompt cache
+serves all of it. When the view outgrows the limit, the cut moves once, to the first valid
+start that leaves at most ``trim_to`` (:func:`~aniki.sessions._select.select_start` with
+``trim_to``), and stays there again.
+
+A cut is derived state, kept in the store's per-session meta as a :class:`CutRecord`: the
+fingerprints of the message the view starts with, of the one before it, and of the messages
+the view held when the cut was made. Finding it again means finding that run of messages in
+the recent window of the history, so a read costs the window, never the history, and a new
+policy object, another process or a restart lands on the same start. A cleared or replaced
+history no longer holds the run, and the window starts afresh. Once found, a cut is tracked
+in memory by the messages themselves (:class:`Anchor`), so the next read compares objects
+instead of hashing.
+
+A history where the same run of messages appears twice, with the same message before it, is
+ambiguous; the earlier occurrence in the window is taken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..messages import Message
+from ._select import Cost, select_start
+from ._summary import message_digest
+
+__all__ = [
+    "Anchor",
+    "CutRecord",
+    "Placement",
+    "locate",
+    "place",
+]
+
+_RECORD_VERSION = 1
+
+
+def _run_digest(messages: Sequence[Message]) -> str:
+    digest = hashlib.sha256()
+    for message in messages:
+        digest.update(message_digest(message).encode("ascii"))
+    return digest.hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class CutRecord:
+    """A cut as stored in meta: enough to find its place in any recent window."""
+
+    first: str
+    """:func:`~aniki.sessions._summary.message_digest` of the view's first message."""
+    first_role: str
+    """Its role (a cheap first check before hashing)."""
+    first_size: int
+    """The length of its content (a cheap first check too)."""
+    before: str
+    """The digest of the message just before the cut."""
+    kept: int
+    """How many messages the view held when the cut was made."""
+    kept_digest: str
+    """A digest of those messages, in order."""
+
+    @classmethod
+    def at(cls, window: Sequence[Message], start: int) -> CutRecord:
+        """The record of a cut at ``window[start]`` (``start >= 1``)."""
+        first, kept = window[start], window[start:]
+        return cls(
+            first=message_digest(first),
+            first_role=first.role,
+            first_size=len(first.content),
+            before=message_digest(window[start - 1]),
+            kept=len(kept),
+            kept_digest=_run_digest(kept),
+        )
+
+    def matches(self, window: Sequence[Message], start: int) -> bool:
+        """Whether the cut lies at ``window[start]``."""
+        first = window[start]
+        return (
+            start >= 1
+            and start + self.kept <= len(window)
+            and first.role == self.first_role
+            and len(first.content) == self.first_size
+            and message_digest(first) == self.first
+            and message_digest(window[start - 1]) == self.before
+            and _run_digest(window[start : start + self.kept]) == self.kept_digest
+        )
+
+    def to_value(self) -> dict[str, Any]:
+        """The JSON-safe value stored in meta."""
+        return {
+            "version": _RECORD_VERSION,
+            "first": self.first,
+            "first_role": self.first_role,
+            "first_size": self.first_size,
+            "before": self.before,
+            "kept": self.kept,
+            "kept_digest": self.kept_digest,
+        }
+
+    @classmethod
+    def from_value(cls, value: object) -> CutRecord | None:
+        """The record a stored value holds; ``None`` when absent or unreadable (a cut is
+        derived state: the window then starts afresh, nothing is lost)."""
+        if not isinstance(value, Mapping) or value.get("version") != _RECORD_VERSION:
+            return None
+        try:
+            record = cls(
+                first=value["first"],
+                first_role=value["first_role"],
+                first_size=value["first_size"],
+                before=value["before"],
+                kept=value["kept"],
+                kept_digest=value["kept_digest"],
+            )
+        except KeyError:
+            return None
+        fields_ok = (
+            all(isinstance(v, str) for v in (record.first, record.before, record.kept_digest))
+            and isinstance(record.first_role, str)
+            and type(record.first_size) is int
+            and type(record.kept) is int
+            and record.kept >= 1
+        )
+        return record if fields_ok else None
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A cut this policy object placed or found: the messages around it, held in memory.
+
+    ``before`` is ``None`` when the view starts at the very beginning of the history.
+    """
+
+    before: Message | None
+    view: tuple[Message, ...]
+    """The view as last returned; the next view from the same cut starts with it."""
+
+    def matches(self, window: Sequence[Message], start: int, complete: bool) -> bool:
+        """Whether the cut lies at ``window[start]``."""
+        view = self.view
+        if start + len(view) > len(window):
+            return False
+        if self.before is None:
+            if start != 0 or not complete:
+                return False
+        elif start == 0 or window[start - 1] != self.before:
+            return False
+        return all(a is b or a == b for a, b in zip(view, window[start:], strict=False))
+
+
+Found = Anchor | CutRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a read's view starts, and whether the cut moved to get there."""
+
+    start: int
+    """The view is ``window[start:]``."""
+    moved: bool
+    """Whether this is a new cut (to be stored) rather than the one found."""
+
+
+def locate(found: Found | None, window: Sequence[Message], complete: bool) -> int | None:
+    """The index of the cut ``found`` in ``window``: its earliest match; ``None`` when absent."""
+    if found is None or not window:
+        return None
+    if isinstance(found, Anchor):
+        head = found.view[0] if found.view else None
+        if head is None:
+            return None
+        for index, message in enumerate(window):
+            if (message is head or message == head) and found.matches(window, index, complete):
+                return index
+        return None
+    for index in range(1, len(window)):
+        if found.matches(window, index):
+            return index
+    return None
+
+
+def _fits(messages: Sequence[Message], limit: int, cost: Cost) -> bool:
+    total = 0
+    for message in messages:
+        total += cost(message)
+        if total > limit:
+            return False
+    return True
+
+
+def place(
+    found: Found | None,
+    window: Sequence[Message],
+    complete: bool,
+    *,
+    limit: int,
+    trim_to: int,
+    cost: Cost,
+) -> Placement | None:
+    """Where the view over ``window`` (the last messages of the history) starts.
+
+    The cut ``found`` stays while the view from it fits ``limit``. Without one (a new
+    conversation, or a history that no longer holds it) the whole history is the view while
+    it fits. Otherwise the cut moves to the first valid start leaving at most ``trim_to``.
+    ``None`` when ``window`` is too short to tell: fetch more and call again.
+    """
+    at = locate(found, window, complete)
+    if at is not None and _fits(window[at:], limit, cost):
+        return Placement(at, moved=False)
+    if _fits(window, limit, cost):
+        # The view from an earlier cut, or from the history's start, may still fit.
+        if not complete:
+            return None
+        if at is None:
+            return Placement(0, moved=False)
+    start = select_start(window, trim_to, cost, complete=complete)
+    if start is None or (start == 0 and not complete):
+        return None
+    # A single exchange longer than the limit is kept whole: then the cut may not move.
+    return Placement(start, moved=start != at)

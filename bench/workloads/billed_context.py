@@ -24,6 +24,7 @@ budget's. The counts are deterministic, so each side runs once.
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import time
@@ -210,23 +211,31 @@ Wrap = Callable[[Any, Any], Any]
 """(store, summarizer agent) -> the session the runner uses."""
 
 
-def _sides(limits: Limits, counter: Any) -> dict[str, Wrap]:
-    """aniki's sides, by label."""
+def _sides(limits: Limits, counter: Any) -> dict[str, Wrap | str]:
+    """aniki's sides, by label; a side this aniki cannot run says why instead."""
     from aniki.sessions import SummarizingSession, TokenBudgetSession, WindowedSession
 
     window, budget, summarizing = limits.window, limits.budget, limits.summarizing
+    stepped = all(
+        "trim_to" in inspect.signature(cls).parameters
+        for cls in (WindowedSession, TokenBudgetSession)
+    )
+    slide = "the policies of this aniki take no trim_to= yet"
+
+    def windowed(inner: Any, _: Any) -> Any:
+        return WindowedSession(inner, window, trim_to=window)
+
+    def budgeted(inner: Any, _: Any) -> Any:
+        return TokenBudgetSession(inner, budget, trim_to=budget, counter=counter)
+
     return {
         "no policy": lambda inner, _: inner,
         f"WindowedSession({window})": lambda inner, _: WindowedSession(inner, window),
-        f"WindowedSession({window}, trim_to={window})": lambda inner, _: WindowedSession(
-            inner, window, trim_to=window
-        ),
+        f"WindowedSession({window}, trim_to={window})": windowed if stepped else slide,
         f"TokenBudgetSession({budget:,})": lambda inner, _: TokenBudgetSession(
             inner, budget, counter=counter
         ),
-        f"TokenBudgetSession({budget:,}, trim_to={budget:,})": lambda inner, _: TokenBudgetSession(
-            inner, budget, trim_to=budget, counter=counter
-        ),
+        f"TokenBudgetSession({budget:,}, trim_to={budget:,})": budgeted if stepped else slide,
         f"SummarizingSession({summarizing:,})": lambda inner, summarizer: SummarizingSession(
             inner, summarizer, summarizing, counter=counter
         ),
@@ -317,12 +326,11 @@ async def run(ctx: Context) -> Section:
     counter = EstimatingCounter()
     outcomes: dict[str, Outcome] = {}
     for side, wrap in _sides(limits, counter).items():
-        began = time.perf_counter()
-        try:
-            outcomes[side] = await _converse_aniki(side, wrap, script, counter)
-        except TypeError as exc:  # a keyword this aniki does not have yet
-            section.skip("aniki", exc, side)
+        if isinstance(wrap, str):
+            section.skip("aniki", Unsupported(wrap), side)
             continue
+        began = time.perf_counter()
+        outcomes[side] = await _converse_aniki(side, wrap, script, counter)
         ctx.log(f"  7: {side}: {time.perf_counter() - began:.2f} s")
 
     bare = outcomes["no policy"]
@@ -340,10 +348,9 @@ async def run(ctx: Context) -> Section:
             section.row(ratio_to_slide, "x").values["aniki"] = (
                 outcome.billed / outcomes[slide].billed
             )
-    if budget in outcomes:
-        history = matching_history(script, counter, outcomes[budget].mean_request)
-        for peer in ctx.peers[1:]:
-            await _measure_peer(ctx, section, peer, history, script, counter, peers, bare)
+    history = matching_history(script, counter, outcomes[budget].mean_request)
+    for peer in ctx.peers[1:]:
+        await _measure_peer(ctx, section, peer, history, script, counter, peers, bare)
     _set_targets(section, peers, ratio_to_slide)
     section.notes += _notes(outcomes, f"SummarizingSession({limits.summarizing:,})")
     return section

@@ -90,10 +90,7 @@ EARLIER = "(earlier conversation omitted)"
 
 def messages_to_wire(messages: tuple[Message, ...]) -> tuple[Any, list[dict[str, Any]]]:
     """``(system, messages)`` for the request; ``system`` is ``None`` when there is none."""
-    # An empty system text adds nothing, and the API rejects empty text blocks.
-    system = [
-        message.content for message in messages if message.role == "system" and message.content
-    ]
+    system = [message.content for message in messages if message.role == "system"]
     wire: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "system":

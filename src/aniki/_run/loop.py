@@ -87,7 +87,11 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
     for turn in range(1, plan.max_turns + 1):
         request = await _build_request(plan, outcome)
         response = await call_model(request)
-        outcome.usage += response.usage if response.usage is not None else Usage(requests=1)
+        outcome.usage += (
+            response.usage
+            if response.usage is not None
+            else Usage(requests=1, unreported_requests=1)  # not a measured zero
+        )
         assistant = _assistant_message(plan, response)
         if assistant.tool_calls:
             results = await _run_tools(plan, assistant.tool_calls)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -208,9 +209,18 @@ async def replay_summaries(kind: str, history: list[Message], max_tokens: int) -
     inner = STORES[kind]("s")
     summarizer = Summarizer()
     policy = SummarizingSession(inner, summarizer.agent, max_tokens, counter=WordCounter())
+    previous: tuple[bytes, ...] = ()
+    previous_summary = None
     for count, message in enumerate(history, start=1):
         await policy.add_message(message)
         view = await policy.get_messages()
+        # Until the next summary, the summary message and the kept messages stay
+        # byte-identical: each request is the previous one plus what was appended.
+        sent = tuple(json.dumps(m.to_dict(), sort_keys=True).encode() for m in view)
+        if await policy.summary() == previous_summary:
+            assert sent[: len(previous)] == previous
+            assert len(sent) == len(previous) + 1
+        previous, previous_summary = sent, await policy.summary()
         stored = tuple(await resolve(inner.get_messages()))
         assert stored == tuple(history[:count])  # never rewritten
         summary = await policy.summary()

@@ -165,7 +165,8 @@ async def test_an_unreadable_stored_cut_is_ignored(store: Store) -> None:
     history = conversation(6)
     await resolve(policy.add_messages(history))
     await resolve(inner.set_meta(policy.cut_key, {"version": 1, "first": 5}))
-    assert await view(WindowedSession(inner, 4)) == tuple(history[expected_start(history, 2, ONE) :])
+    fresh = history[expected_start(history, 2, ONE) :]
+    assert await view(WindowedSession(inner, 4)) == tuple(fresh)
 
 
 def test_another_process_reads_the_same_view(tmp_path: Path) -> None:
@@ -173,12 +174,12 @@ def test_another_process_reads_the_same_view(tmp_path: Path) -> None:
 
     db = tmp_path / "cut.db"
     session = WindowedSession(SQLiteSession("shared", db), 6)
+
     # A conversation whose view is not what a fresh start would choose (trim_to from the end).
-    turns = next(
-        n
-        for n in range(6, 30)
-        if (h := conversation(n)) and stepped_views(h, 6, 3, ONE)[-1][0] != expected_start(h, 3, ONE)
-    )
+    def differs(h: list[Message]) -> bool:
+        return stepped_views(h, 6, 3, ONE)[-1][0] != expected_start(h, 3, ONE)
+
+    turns = next(n for n in range(6, 30) if differs(conversation(n)))
     for message in conversation(turns):
         session.add_message(message)
         session.get_messages()

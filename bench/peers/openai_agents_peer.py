@@ -88,6 +88,8 @@ def _pairs(system_instructions: str | None, input: Any) -> list[tuple[str, str]]
             raise ValueError(f"openai-agents sent an item the benchmark does not read: {data}")
         if isinstance(content, list):  # input_text / output_text parts
             content = "".join(part["text"] for part in content)
+        if not isinstance(content, str):
+            raise ValueError(f"openai-agents sent a message the benchmark does not read: {data}")
         pairs.append((data["role"], content))
     return pairs
 

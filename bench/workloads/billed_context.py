@@ -116,9 +116,12 @@ class Script:
         from aniki import Message
 
         return [
-            Message(role=role, content=text)
-            for pair in zip(self.users, self.replies, strict=True)
-            for role, text in zip(("user", "assistant"), pair, strict=True)
+            message
+            for user, reply in zip(self.users, self.replies, strict=True)
+            for message in (
+                Message(role="user", content=user),
+                Message(role="assistant", content=reply),
+            )
         ]
 
 
@@ -161,7 +164,7 @@ class Recorder:
         """:meth:`answer` for a peer, whose request arrives as ``(role, content)`` pairs."""
         from aniki import Message
 
-        return self.answer([Message(role=role, content=content) for role, content in pairs])
+        return self.answer([Message.from_dict({"role": r, "content": c}) for r, c in pairs])
 
 
 class _Provider:
@@ -269,8 +272,8 @@ def matching_history(script: Script, counter: Any, mean: float) -> int:
     starts at a user message, as the policies' windows do."""
     from aniki import Message
 
-    system = counter.count_message(Message(role="system", content=INSTRUCTIONS))
-    sums = [0, *accumulate(counter.count_message(m) for m in script.messages())]
+    system: int = counter.count_message(Message(role="system", content=INSTRUCTIONS))
+    sums: list[int] = [0, *accumulate(counter.count_message(m) for m in script.messages())]
     turns = len(script.users)
 
     def mean_request(history: int) -> float:

@@ -51,6 +51,7 @@ from .events import (
 from .memory import Memory
 from .messages import Message, MessageLike, Role, ToolCall
 from .providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, ToolDefinition
+from .reports import ContextReport, ContextTokens
 from .result import RunResult
 from .runner import Runner
 from .sessions.base import AsyncSession, Session, SessionInfo
@@ -84,6 +85,8 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "Context",
+    "ContextReport",
+    "ContextTokens",
     "ContextWindowExceededError",
     "CorruptStoreError",
     "EncryptedSession",

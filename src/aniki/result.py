@@ -7,6 +7,7 @@ from typing import Any
 
 from .context import Context
 from .messages import Message
+from .reports import ContextReport
 from .usage import Usage
 
 __all__ = ["RunResult"]
@@ -37,3 +38,5 @@ class RunResult:
     """The run's id (``context.run_id``)."""
     context: Context
     """The run's context."""
+    context_reports: tuple[ContextReport, ...] = ()
+    """One report per model call, in order: what each request was sent, and why."""

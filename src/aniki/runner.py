@@ -216,4 +216,5 @@ async def _result(plan: RunPlan, outcome: Outcome) -> RunResult:
         usage=outcome.usage,
         run_id=plan.context.run_id,
         context=plan.context,
+        context_reports=tuple(outcome.reports.reports) if outcome.reports else (),
     )

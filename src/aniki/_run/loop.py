@@ -33,6 +33,7 @@ from ..errors import ValidationError as MessageValidationError
 from ..events import StreamEvent, StreamRestarted, TextDelta, ToolCallCompleted, ToolCallStarted
 from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider
+from ..reports import ReportBuilder
 from ..usage import Usage
 from . import session_io
 
@@ -73,6 +74,8 @@ class Outcome:
     pending: list[Message] = field(default_factory=list)
     history: Sequence[Message] | None = None
     """The session's history as the last write returned it, for the next read (used once)."""
+    reports: ReportBuilder | None = None
+    """The run's context reports, one per model call."""
 
     def take_history(self) -> Sequence[Message] | None:
         """:attr:`history`, which is then forgotten: a later read must ask the store again."""
@@ -84,9 +87,11 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
     """Run turns until the model answers in text; the user message is already stored."""
     outcome.new_messages.append(user_message)
     call_model = _middleware_chain(plan)
+    reports = outcome.reports = ReportBuilder(plan.session, plan.agent.model)
     for turn in range(1, plan.max_turns + 1):
         request = await _build_request(plan, outcome)
         response = await call_model(request)
+        reports.settle(response.usage if isinstance(response, ModelResponse) else None)
         outcome.usage += (
             response.usage
             if response.usage is not None
@@ -125,10 +130,15 @@ async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     )
     messages = head + tuple(history)
     spec = plan.agent.output
+    tools = tuple(t.definition() for t in plan.agent.tools.values())
+    if outcome.reports is not None:
+        outcome.reports.add(
+            messages, tools, has_instructions=bool(head), pending=len(outcome.pending)
+        )
     return ModelRequest(
         model=plan.agent.model,
         messages=messages,
-        tools=tuple(t.definition() for t in plan.agent.tools.values()),
+        tools=tools,
         output_schema=spec.json_schema if spec else None,
         settings=plan.settings,
     )

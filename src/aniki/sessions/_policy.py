@@ -29,6 +29,7 @@ from .base import AsyncSession, Session
 __all__ = [
     "MetaGet",
     "MetaSet",
+    "ReadInfo",
     "ReadPlan",
     "SessionT",
     "SuffixPolicy",
@@ -41,6 +42,18 @@ __all__ = [
 
 SessionT = TypeVar("SessionT", Session, AsyncSession)
 """The kind of store a policy wraps, and so the kind of session the policy is."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    """What a policy's last read saw, for the run's context reports."""
+
+    stored: int | None
+    """How many messages the store holds, when the read saw them all (else ``None``)."""
+    summarized: int = 0
+    """How many of the oldest stored messages a summary stands for."""
+    prefix_kept: bool = True
+    """Whether the view starts where the previous read's did (the cut did not move)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +153,7 @@ class SuffixPolicy(Generic[SessionT]):
             getattr(inner, "set_meta", None)
         )
         self._state = _CutState()
+        self._last_read: ReadInfo | None = None
 
     @property
     def inner(self) -> SessionT:
@@ -204,6 +218,9 @@ class SuffixPolicy(Generic[SessionT]):
             assert size is not None  # a complete window always decides
             size = max(size * 2, 16)
         start, kept = placement.start, len(window) - extra
+        self._last_read = ReadInfo(
+            stored=kept if complete else None, prefix_kept=not placement.moved
+        )
         if start < kept:
             state.found = Anchor(window[start - 1] if start else None, tuple(window[start:kept]))
             if placement.moved and start > 0 and self._has_meta:

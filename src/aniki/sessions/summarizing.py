@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
 from ..tokens import TokenCounter, counter_for_model
-from ._policy import accepts_limit, check_positive, check_session
+from ._policy import ReadInfo, accepts_limit, check_positive, check_session
 from ._select import select_start
 from ._summary import (
     DEFAULT_PROMPT,
@@ -110,6 +110,8 @@ class SummarizingSession:
         )
         self._summary: Summary | None = None  # the record, for stores without get_meta
         self._total_hint: int | None = None
+        self._previous_view: tuple[Message, ...] | None = None
+        self._last_read: ReadInfo | None = None
         self._failed_at: int | None = None
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -149,6 +151,7 @@ class SummarizingSession:
         await _resolve(self._inner.clear())
         self._summary = None
         self._total_hint = self._failed_at = None
+        self._previous_view = None
         if self._meta is not None:
             await _resolve(self._meta[1](SUMMARY_KEY, None))
 
@@ -181,13 +184,20 @@ class SummarizingSession:
         """:meth:`get_messages`, whose first fetch is ``first`` (which may append ``added``
         messages before it reads)."""
         async with self._lock():
-            summary, tail, total = await self._read_tail(await self._load(), first, added)
+            loaded, tail, total = await self._read_tail(await self._load(), first, added)
             self._total_hint = total
-            if self._fits(summary, tail):
-                return self._view(summary, tail)
-            if self._failed_at != total:
+            summary = loaded
+            if not self._fits(summary, tail) and self._failed_at != total:
                 summary, tail = await self._fold(summary, tail, total)
-            return self._view(summary, tail)
+            view = self._view(summary, tail)
+            previous, self._previous_view = self._previous_view, view
+            kept = view[: len(previous)] == previous if previous is not None else True
+            self._last_read = ReadInfo(
+                stored=total,
+                summarized=summary.covered if summary else 0,
+                prefix_kept=kept and summary is loaded,
+            )
+            return view
 
     def _lock(self) -> asyncio.Lock:
         # One lock per event loop: run_sync() gives each call a loop of its own.

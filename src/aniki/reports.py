@@ -1,0 +1,258 @@
+"""``ContextReport``: what each model call was sent, and why.
+
+One report per model call, in ``RunResult.context_reports`` (streamed runs too), and one
+DEBUG line per call on the logger ``aniki.context``. Token figures are estimates made with
+the history policy's counter when it has one, else with
+:func:`~aniki.tokens.counter_for_model` for the agent's model; what the provider billed is in
+:attr:`ContextReport.usage`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .messages import Message
+from .providers.base import ToolDefinition
+from .tokens import TokenCounter, counter_for_model
+from .usage import Usage
+
+__all__ = ["ContextReport", "ContextTokens"]
+
+logger = logging.getLogger("aniki.context")
+
+_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"  # aniki.sessions._summary's
+
+
+@dataclass(frozen=True, slots=True)
+class ContextTokens:
+    """A request's estimated tokens, by part.
+
+    Example::
+
+        tokens = result.context_reports[-1].tokens
+        print(tokens.total, "tokens, of which history:", tokens.history)
+    """
+
+    instructions: int = 0
+    """The agent's instructions (the leading system message)."""
+    tools: int = 0
+    """The tool definitions: names, descriptions and parameter schemas."""
+    summary: int = 0
+    """The summary standing for older messages (``SummarizingSession``)."""
+    history: int = 0
+    """The conversation's messages sent verbatim."""
+
+    @property
+    def total(self) -> int:
+        """All parts added up."""
+        return self.instructions + self.tools + self.summary + self.history
+
+
+@dataclass(frozen=True, slots=True)
+class ContextReport:
+    """What one model call was sent, and why.
+
+    Example::
+
+        result = await Runner().run(agent, message="Hi")
+        for report in result.context_reports:
+            print(report.sent_messages, "of", report.stored_messages, "messages sent;",
+                  "cache-friendly" if report.prefix_kept else "prefix changed")
+    """
+
+    stored_messages: int | None
+    """How many messages the session holds; ``None`` when a history policy read only the
+    recent window and so never counted the rest (reads cost the window, not the history)."""
+    sent_messages: int
+    """How many stored messages were sent verbatim (the instructions and a summary are not
+    counted; messages of this run that a stream has not stored yet are)."""
+    summarized_messages: int
+    """How many of the oldest stored messages a summary stood for (0 without one)."""
+    tokens: ContextTokens
+    """The request's estimated tokens, by part."""
+    prefix_kept: bool | None
+    """Whether the history starts where the previous call of this session started, so the
+    request extends the previous one and a prompt cache can serve it: ``False`` when a
+    window's cut moved or a new summary was made; ``None`` when the session cannot tell."""
+    usage: Usage | None = None
+    """What the provider reported for this call (``None`` when it reported nothing)."""
+
+    def describe(self) -> str:
+        """One line for people: messages and tokens sent, and what the provider reported."""
+        stored = "?" if self.stored_messages is None else str(self.stored_messages)
+        parts = [f"{self.sent_messages} of {stored} messages sent"]
+        if self.summarized_messages:
+            parts.append(f"{self.summarized_messages} summarized")
+        parts.append(f"~{self.tokens.total} tokens")
+        if self.prefix_kept is not None:
+            parts.append("prefix kept" if self.prefix_kept else "prefix changed")
+        usage = self.usage
+        if usage is not None and usage.input_tokens:
+            share = usage.cache_read_tokens / usage.input_tokens
+            parts.append(f"{usage.input_tokens} input tokens billed, {share:.0%} from cache")
+        return ", ".join(parts)
+
+
+class ReportBuilder:
+    """Builds a run's reports; one per run, as the run's requests are made."""
+
+    def __init__(self, session: Any, model: str) -> None:
+        self._session = session
+        counter: Any = getattr(session, "counter", None)
+        if not callable(getattr(counter, "count_message", None)):
+            counter = _counter(model)
+        self._counter: TokenCounter = counter
+        self._tools: tuple[tuple[ToolDefinition, ...], int] | None = None
+        self.reports: list[ContextReport] = []
+
+    def add(
+        self,
+        messages: Sequence[Message],
+        tools: tuple[ToolDefinition, ...],
+        *,
+        has_instructions: bool,
+        pending: int,
+    ) -> ContextReport:
+        """The report of a request whose ``messages`` (instructions first, when there are
+        any) carry ``pending`` messages a stream has not stored yet."""
+        count = self._counter.count_message
+        head = 1 if has_instructions else 0
+        history = messages[head:]
+        info = getattr(self._session, "_last_read", None)
+        summarized = getattr(info, "summarized", 0) if info is not None else 0
+        summary_tokens = 0
+        if summarized and history and _is_summary(history[0]):
+            summary_tokens, history = count(history[0]), history[1:]
+        if info is not None:
+            stored = info.stored
+            prefix_kept: bool | None = info.prefix_kept
+        elif _is_store(self._session):
+            stored, prefix_kept = len(history) - pending, True
+        else:
+            stored, prefix_kept = None, None
+        sent = tuple(messages[head:])
+        previous = _last_sent(self._session, sent)
+        if previous is not None:  # what this process sent last for this session decides
+            prefix_kept = sent[: len(previous)] == previous
+        report = ContextReport(
+            stored_messages=stored,
+            sent_messages=len(history),
+            summarized_messages=summarized,
+            tokens=ContextTokens(
+                instructions=count(messages[0]) if head else 0,
+                tools=self._tool_tokens(tools),
+                summary=summary_tokens,
+                history=sum(count(message) for message in history),
+            ),
+            prefix_kept=prefix_kept,
+        )
+        self.reports.append(report)
+        return report
+
+    def settle(self, usage: Usage | None) -> None:
+        """Attach what the provider reported to the latest report, and log it."""
+        if not self.reports:
+            return
+        report = self.reports[-1]
+        if usage is not None:
+            report = ContextReport(
+                stored_messages=report.stored_messages,
+                sent_messages=report.sent_messages,
+                summarized_messages=report.summarized_messages,
+                tokens=report.tokens,
+                prefix_kept=report.prefix_kept,
+                usage=usage,
+            )
+            self.reports[-1] = report
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "session %s, call %d: %s (instructions %d, tools %d, summary %d, history %d)",
+                _session_id(self._session),
+                len(self.reports),
+                report.describe(),
+                report.tokens.instructions,
+                report.tokens.tools,
+                report.tokens.summary,
+                report.tokens.history,
+            )
+
+    def _tool_tokens(self, tools: tuple[ToolDefinition, ...]) -> int:
+        cached = self._tools
+        if cached is not None and cached[0] == tools:
+            return cached[1]
+        text = "".join(
+            tool.name + tool.description + json.dumps(tool.parameters, sort_keys=True)
+            for tool in tools
+        )
+        count_text = getattr(self._counter, "count_text", None)
+        total = count_text(text) if callable(count_text) else -(-len(text) // 4)
+        total = int(total) + 4 * len(tools)
+        self._tools = (tools, total)
+        return total
+
+
+_SENT: weakref.WeakKeyDictionary[Any, tuple[Message, ...]] = weakref.WeakKeyDictionary()
+
+
+def _last_sent(session: Any, sent: tuple[Message, ...]) -> tuple[Message, ...] | None:
+    """The history last sent for ``session`` in this process (then ``sent`` takes its place).
+
+    A session's reads between two requests (the one after a reply, say) may move its view,
+    so whether a request extends the previous one is judged against the previous request.
+    """
+    try:
+        previous = _SENT.get(session)
+        _SENT[session] = sent
+    except TypeError:  # a session that cannot be weakly referenced: judged by its reads
+        return None
+    return previous
+
+
+_COUNTERS: dict[str, TokenCounter] = {}
+
+
+def _counter(model: str) -> TokenCounter:
+    counter = _COUNTERS.get(model)
+    if counter is None:
+        if len(_COUNTERS) > 64:  # a process that names many models keeps a few counters
+            _COUNTERS.clear()
+        counter = _COUNTERS[model] = counter_for_model(model)
+    return counter
+
+
+def _is_summary(message: Message) -> bool:
+    return message.role == "system" and message.content.startswith(_SUMMARY_PREFIX)
+
+
+def _is_store(session: Any) -> bool:
+    """Whether ``session`` is a built-in store (it returns its whole history)."""
+    return any(
+        cls.__name__ in _STORES and cls.__module__.startswith("aniki.sessions")
+        for cls in type(session).__mro__
+    )
+
+
+_STORES = frozenset(
+    {
+        "InMemorySession",
+        "SQLiteSession",
+        "FileSession",
+        "RedisSession",
+        "AsyncRedisSession",
+        "PostgresSession",
+        "AsyncPostgresSession",
+        "EncryptedSession",
+    }
+)
+
+
+def _session_id(session: Any) -> str:
+    try:
+        return repr(str(session.id))[:80]
+    except Exception:  # a custom session's id may be anything; the log line must not fail
+        return "?"

@@ -16,9 +16,9 @@ class Usage:
     """What model calls cost. Usages add up: ``Usage(requests=1) + Usage(requests=1)``.
 
     ``cache_read_tokens`` and ``cache_write_tokens`` are parts of ``input_tokens``, not
-    additions to it. A server that sends no token counts (llama.cpp's OpenAI-compatible
-    server never does in a stream) leaves its request counted in ``unreported_requests``:
-    the token figures are then a lower bound, not a measured total.
+    additions to it. A reply without token counts (llama.cpp's OpenAI-compatible server
+    sends none in a stream) leaves its request counted in ``unreported_requests``: the token
+    figures are then a lower bound, not a measured total.
 
     Example::
 

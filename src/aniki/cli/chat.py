@@ -37,7 +37,8 @@ Or run `aniki demo`: an offline tour that needs no key and no server."""
 
 HELP = """\
 /history  show the conversation so far
-/tokens   tokens stored, tokens sent per turn, and the last reply's usage
+/tokens   tokens stored and sent per turn; what the last reply and this chat cost,
+          with the tokens read from and written to the provider's prompt cache
 /clear    delete this session's history
 /exit     leave (Ctrl-D works too); Ctrl-C stops a reply in progress"""
 
@@ -151,6 +152,7 @@ class _Chat:
         self.url = url
         self.runner = Runner()
         self.last_usage: Usage | None = None
+        self.chat_usage = Usage()
         self.loop_ = asyncio.new_event_loop()
 
     def loop(self) -> None:
@@ -209,11 +211,13 @@ class _Chat:
         )
         console.print(f"sent per turn: {len(sent)} messages, ~{count_tokens(sent, model):,} tokens")
         if self.last_usage is not None:
-            used = self.last_usage
-            console.print(
-                f"last reply: {used.input_tokens} tokens in, {used.output_tokens} out, "
-                f"{used.requests} model calls"
-            )
+            console.print(f"last reply: {self.last_usage.describe()}")
+            console.print(f"this chat: {self.chat_usage.describe()}")
+            if self.chat_usage.unreported_requests:
+                console.print(
+                    "[dim]the server sent no token counts for some replies (llama.cpp's sends "
+                    "none when streaming): the totals leave those replies out[/]"
+                )
 
     def turn(self, text: str) -> None:
         task = self.loop_.create_task(self._stream(text))
@@ -248,3 +252,4 @@ class _Chat:
         console.print()
         if stream.result is not None:
             self.last_usage = stream.result.usage
+            self.chat_usage += stream.result.usage

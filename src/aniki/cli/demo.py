@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from ..agent import Agent
 from ..events import RunCompleted, TextDelta, ToolCallCompleted, ToolCallStarted
+from ..messages import Message
 from ..providers.base import ModelRequest, Provider
 from ..runner import Runner
 from ..sessions.budget import TokenBudgetSession
@@ -21,6 +23,7 @@ from ..sessions.memory import InMemorySession
 from ..testing.mock import MockProvider, MockReply
 from ..tokens import count_tokens
 from ..tools import tool
+from ..usage import Usage
 from ._common import console, default_store_url, handle_errors
 from ._stores import open_store_session
 from .chat import DEFAULT_MODELS, resolve_provider
@@ -64,6 +67,47 @@ def scripted_reply(request: ModelRequest) -> MockReply:
     return MockReply(content=f"Noted turn {len(request.messages)}: {words}.")
 
 
+class ScriptedModel:
+    """The demo's canned model, reporting usage as a provider with a prefix cache would.
+
+    Token counts are aniki's estimates. The longest run of opening messages a request shares
+    with an earlier request (with the same tools) counts as read from the cache, the rest as
+    written to it, as at Anthropic's breakpoint on the last message.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self._seen: list[tuple[tuple[str, ...], tuple[Message, ...]]] = []
+
+    def __call__(self, request: ModelRequest) -> MockReply:
+        reply = scripted_reply(request)
+        tools = tuple(tool.name for tool in request.tools)
+        shared = max(
+            (_shared_opening(request.messages, seen) for key, seen in self._seen if key == tools),
+            default=0,
+        )
+        self._seen.append((tools, request.messages))
+        sent = count_tokens(request.messages, self.model)
+        read = count_tokens(request.messages[:shared], self.model)
+        usage = Usage(
+            input_tokens=sent,
+            output_tokens=count_tokens([reply.response().to_message()], self.model),
+            requests=1,
+            cache_read_tokens=read,
+            cache_write_tokens=sent - read,
+        )
+        return dataclasses.replace(reply, usage=usage)
+
+
+def _shared_opening(one: tuple[Message, ...], other: tuple[Message, ...]) -> int:
+    shared = 0
+    for mine, theirs in zip(one, other, strict=False):
+        if mine != theirs:
+            break
+        shared += 1
+    return shared
+
+
 def _weather_call() -> Any:
     from ..messages import ToolCall
 
@@ -101,7 +145,7 @@ def demo(
         model = model or DEFAULT_MODELS.get(name, "default")
         label = f"live: {name} · {model}"
     else:
-        provider, model = MockProvider(handler=scripted_reply), "scripted"
+        provider, model = MockProvider(handler=ScriptedModel("scripted")), "scripted"
         label = "scripted model: canned replies, not a real LLM (pass --provider to go live)"
     url = store or default_store_url()
     console.rule(f"[bold]aniki demo[/] · {label}")
@@ -133,6 +177,7 @@ async def _tour(provider: Provider, model: str, url: str, *, live: bool) -> None
             console.print(f"  [dim]tool result[/] {event.message.content}")
         elif isinstance(event, RunCompleted):
             console.print(f"  [dim]validated output[/] {event.result.output!r}")
+            _print_usage(event.result.usage, live=live)
 
     console.print("\n[bold]2. A streamed reply[/] (the same conversation, another agent)")
     assistant = Agent(
@@ -147,7 +192,9 @@ async def _tour(provider: Provider, model: str, url: str, *, live: bool) -> None
     async for event in runner.stream(assistant, message=question):
         if isinstance(event, TextDelta):
             console.print(event.text, end="", markup=False)
-    console.print()
+        elif isinstance(event, RunCompleted):
+            console.print()
+            _print_usage(event.result.usage, live=live)
 
     console.print(f"\n[bold]3. Persistence[/] in {url}, session {SESSION_ID!r}")
     stored = len(session.get_messages())
@@ -160,6 +207,11 @@ async def _tour(provider: Provider, model: str, url: str, *, live: bool) -> None
         f"\nSee the conversation again with [bold]aniki sessions show {SESSION_ID}[/], "
         "or start your own with [bold]aniki chat[/]."
     )
+
+
+def _print_usage(usage: Usage, *, live: bool) -> None:
+    source = "as the provider reported it" if live else "estimated, with a simulated prompt cache"
+    console.print(f"  [dim]usage, {source}:[/] {usage.describe()}")
 
 
 def _restart(url: str) -> str:
@@ -176,30 +228,59 @@ def _restart(url: str) -> str:
 
 
 async def _budget_table(provider: Provider, model: str, *, turns: int) -> None:
-    sent: dict[str, list[int]] = {"no policy": [], f"TokenBudgetSession({BUDGET})": []}
+    labels = ("no policy", f"TokenBudgetSession({BUDGET})")
+    sent: dict[str, list[int]] = {label: [] for label in labels}
+    cached: dict[str, list[int | None]] = {label: [] for label in labels}
+    totals: dict[str, Usage] = {label: Usage() for label in labels}
     sessions: tuple[Any, ...] = (
         InMemorySession(),
         TokenBudgetSession(InMemorySession(), BUDGET, model=model),
     )
-    for label, session in zip(sent, sessions, strict=True):
+    for label, session in zip(labels, sessions, strict=True):
 
         async def measure(
             ctx: Any, request: ModelRequest, call_next: Any, label: str = label
         ) -> Any:
             sent[label].append(count_tokens(request.messages, model))
-            return await call_next(request)
+            response = await call_next(request)
+            usage = response.usage
+            cached[label].append(usage.cache_read_tokens if usage is not None else None)
+            return response
 
         agent = Agent(
             "Note taker",
-            "Acknowledge each note briefly.",
+            # Each run its own instructions, so that neither reads the other's cached prefix.
+            f"Acknowledge each note briefly. ({label})",
             model=model,
             provider=provider,
             session=session,
             middleware=[measure],
         )
         for turn in range(1, turns + 1):
-            await Runner().run(agent, message=f"Note {turn}: the meeting moved to room {turn}.")
-    table = Table("turn", *sent, title="tokens sent with each request", title_justify="left")
+            result = await Runner().run(
+                agent, message=f"Note {turn}: the meeting moved to room {turn}."
+            )
+            totals[label] += result.usage
+    columns = [column for label in labels for column in (label, "from cache")]
+    table = Table(
+        "turn",
+        *columns,
+        title="tokens sent with each request",
+        title_justify="left",
+        caption="from cache: read from the provider's prompt cache",
+        caption_justify="left",
+    )
     for turn in sorted({1, 2, 5, 10, 20, turns} & set(range(1, turns + 1))):
-        table.add_row(str(turn), *(f"{values[turn - 1]:,}" for values in sent.values()))
+        cells = [
+            cell
+            for label in labels
+            for cell in (f"{sent[label][turn - 1]:,}", _cached_cell(cached[label][turn - 1]))
+        ]
+        table.add_row(str(turn), *cells)
     console.print(table)
+    for label in labels:
+        console.print(f"  [dim]{label}, all {turns} turns:[/] {totals[label].describe()}")
+
+
+def _cached_cell(tokens: int | None) -> str:
+    return "not reported" if tokens is None else f"{tokens:,}"

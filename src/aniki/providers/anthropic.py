@@ -78,7 +78,9 @@ class AnthropicProvider:
     The key and URL default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``. A missing
     key raises :class:`~aniki.AuthenticationError` at the first call, before any request is
     sent. ``max_tokens`` is required by the API: ``default_max_tokens`` is sent when the
-    settings have none. An output schema uses the API's native structured outputs.
+    settings have none. An output schema uses the API's native structured outputs. Requests
+    carry ``cache_control`` breakpoints (at most four) so that each call reads the previous
+    call's prefix from the prompt cache; ``settings={"prompt_cache": False}`` sends none.
     """
 
     name = "anthropic"

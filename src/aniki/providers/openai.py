@@ -52,7 +52,8 @@ class OpenAIProvider:
     The key and URL default to ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``, as in the official
     client. A missing key raises :class:`~aniki.AuthenticationError` at the first call,
     before any request is sent. Retries (429 with ``Retry-After``, 5xx, timeouts, dropped
-    connections) are the client's own, ``max_retries`` of them per call.
+    connections) are the client's own, ``max_retries`` of them per call. OpenAI caches long
+    prompts by itself; ``settings={"prompt_cache_key": ...}`` is sent as ``prompt_cache_key``.
     """
 
     name = "openai"

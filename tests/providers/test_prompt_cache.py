@@ -20,10 +20,12 @@ from aniki import (
     ToolCall,
     ToolDefinition,
     Usage,
+    UserError,
     tool,
 )
 from aniki.providers.anthropic import AnthropicProvider
 from aniki.providers.openai import OpenAIProvider
+from aniki.testing import MockProvider
 
 from . import anthropic_shapes as anth
 from . import openai_shapes as oai
@@ -577,3 +579,29 @@ async def test_some_replies_without_usage_make_the_counts_a_lower_bound(
         "1,500 tokens in (1,024 read from cache, 0 written), 12 out, 2 requests; "
         "tokens not reported for 1 of 2 requests"
     )
+
+
+async def test_mock_provider_usage_mappings_take_the_cache_fields() -> None:
+    provider = MockProvider()
+    provider.enqueue_response(
+        tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}],
+        usage={"input_tokens": 1500, "output_tokens": 9, "requests": 1, "cache_write_tokens": 1400},
+    )
+    provider.enqueue_response(
+        "Sunny.",
+        usage={"input_tokens": 1600, "output_tokens": 3, "requests": 1, "cache_read_tokens": 1400},
+    )
+    provider.enqueue_response("No usage this time.")
+    agent = Agent("Forecaster", model="m", provider=provider, tools=[get_weather])
+    first = await Runner().run(agent, message="Weather in Oslo?")
+    assert first.usage == Usage(
+        input_tokens=3100,
+        output_tokens=12,
+        requests=2,
+        cache_read_tokens=1400,
+        cache_write_tokens=1400,
+    )
+    second = await Runner().run(agent, message="Thanks")
+    assert second.usage == Usage(requests=1, unreported_requests=1)
+    with pytest.raises(UserError, match="cache_hits"):
+        provider.enqueue_response("x", usage={"cache_hits": 3})

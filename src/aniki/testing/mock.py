@@ -84,6 +84,14 @@ def _tool_calls(calls: Iterable[ToolCall | Mapping[str, Any]]) -> tuple[ToolCall
     return tuple(made)
 
 
+def _usage(fields: Mapping[str, int]) -> Usage:
+    known = set(Usage.__dataclass_fields__)
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise UserError(f"a mock usage has unknown fields {unknown}; use {sorted(known)}")
+    return Usage(**fields)
+
+
 class MockProvider:
     """A provider that replies from a script, and records every request it receives.
 
@@ -125,13 +133,15 @@ class MockProvider:
             content: the reply text.
             tool_calls: ``ToolCall`` objects or mappings with ``name``, ``arguments`` (a JSON
                 string or a value to encode) and optionally ``id``.
-            usage: what the call reports as its cost.
+            usage: what the call reports as its cost: a ``Usage`` or a mapping of its fields
+                (``{"input_tokens": 1200, "cache_read_tokens": 1024, "requests": 1}``).
+                ``None`` reports none, which a run counts in ``Usage.unreported_requests``.
             chunks: how ``stream`` delivers ``content`` (default: one chunk per word).
             error: raised instead of replying; in a stream, after the chunks.
             delay: seconds to sleep first.
         """
         if usage is not None and not isinstance(usage, Usage):
-            usage = Usage(**usage)
+            usage = _usage(usage)
         self._queue.append(
             MockReply(
                 content=content,

@@ -1,8 +1,8 @@
 """Where an Anthropic request gets its ``cache_control`` breakpoints (pure, no I/O).
 
 Anthropic caches a request's prefix (tools, then system, then messages) only up to a block
-marked ``cache_control``, and allows at most four marks per request. A mark costs nothing
-by itself: a prefix shorter than the model's minimum is simply not cached. The marks:
+marked ``cache_control``, and allows at most four marks per request. A prefix shorter than
+the model's minimum is simply not cached, whatever its marks. The marks:
 
 1. the last tool definition: the tools stay cached when the system prompt changes;
 2. the last system block: instructions and any summary, kept when the history changes;
@@ -18,10 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_BREAKPOINTS", "add_breakpoints", "cacheable"]
-
-MAX_BREAKPOINTS = 4
-"""The most ``cache_control`` marks the API accepts in one request."""
+__all__ = ["add_breakpoints", "cacheable"]
 
 
 def _mark() -> dict[str, str]:

@@ -40,6 +40,10 @@ __all__ = [
 
 _RECORD_VERSION = 1
 
+_KEPT = 8
+"""How many of the view's first messages a record fingerprints: enough to tell one place
+in a conversation from another, few enough to keep moving a cut cheap."""
+
 
 def _run_digest(messages: Sequence[Message]) -> str:
     digest = hashlib.sha256()
@@ -61,14 +65,14 @@ class CutRecord:
     before: str
     """The digest of the message just before the cut."""
     kept: int
-    """How many messages the view held when the cut was made."""
+    """How many messages the digest covers: the view's first few when the cut was made."""
     kept_digest: str
     """A digest of those messages, in order."""
 
     @classmethod
     def at(cls, window: Sequence[Message], start: int) -> CutRecord:
         """The record of a cut at ``window[start]`` (``start >= 1``)."""
-        first, kept = window[start], window[start:]
+        first, kept = window[start], window[start : start + _KEPT]
         return cls(
             first=message_digest(first),
             first_role=first.role,
@@ -172,11 +176,16 @@ def locate(found: Found | None, window: Sequence[Message], complete: bool) -> in
     if found is None or not window:
         return None
     if isinstance(found, Anchor):
-        head = found.view[0] if found.view else None
-        if head is None:
+        if not found.view:
             return None
+        head = found.view[0]
+        # A store that hands back the objects it was given (or cached) is matched by identity,
+        # which is exact and cheap; a store that decodes afresh, by equality.
         for index, message in enumerate(window):
-            if (message is head or message == head) and found.matches(window, index, complete):
+            if message is head and found.matches(window, index, complete):
+                return index
+        for index, message in enumerate(window):
+            if message == head and found.matches(window, index, complete):
                 return index
         return None
     for index in range(1, len(window)):
@@ -210,6 +219,25 @@ def place(
     it fits. Otherwise the cut moves to the first valid start leaving at most ``trim_to``.
     ``None`` when ``window`` is too short to tell: fetch more and call again.
     """
+    if trim_to >= limit:
+        # A one-step slide: the longest valid suffix within the limit, from the history alone.
+        start = select_start(window, limit, cost, complete=complete)
+        if start is None:
+            return None
+        if not isinstance(found, Anchor) or not found.view:
+            return Placement(start, moved=start != 0)
+        return Placement(start, moved=start >= len(window) or window[start] != found.view[0])
+    known: dict[int, int] = {}
+    measure = cost
+
+    def weigh(message: Message) -> int:  # each message weighed once per call, by identity
+        key = id(message)
+        weight = known.get(key)
+        if weight is None:
+            weight = known[key] = measure(message)
+        return weight
+
+    cost = weigh
     at = locate(found, window, complete)
     if at is not None and _fits(window[at:], limit, cost):
         return Placement(at, moved=False)

@@ -141,16 +141,23 @@ class SuffixPolicy(Generic[SessionT]):
     """
 
     limit: int
+    """The most the view may cost (messages or tokens) before its cut moves."""
     trim_to: int
-    """What the view is trimmed to when it outgrows the limit."""
+    """The most the view keeps when its cut moves."""
 
-    def __init__(self, inner: Session | AsyncSession) -> None:
+    def __init__(self, inner: Session | AsyncSession, limit: int, trim_to: int) -> None:
         check_session(inner)
         # Subclasses take ``inner: SessionT``; mypy cannot pass a constrained TypeVar through.
         self._inner: SessionT = cast("SessionT", inner)
         self._limited = accepts_limit(inner.get_messages)
-        self._has_meta = callable(getattr(inner, "get_meta", None)) and callable(
-            getattr(inner, "set_meta", None)
+        self.limit = limit
+        self.trim_to = trim_to
+        # A one-step slide (trim_to == limit) follows from the history alone: any reader
+        # finds the same view, so there is no cut to keep (and none to write every turn).
+        self._has_meta = (
+            trim_to < limit
+            and callable(getattr(inner, "get_meta", None))
+            and callable(getattr(inner, "set_meta", None))
         )
         self._state = _CutState()
         self._last_read: ReadInfo | None = None

@@ -47,12 +47,10 @@ class TokenBudgetSession(SuffixPolicy[SessionT]):
         model: str | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
-        super().__init__(inner)
-        self.max_tokens = check_positive("max_tokens", max_tokens)
+        limit = check_positive("max_tokens", max_tokens)
+        super().__init__(inner, limit, check_trim_to(trim_to, limit, "max_tokens"))
+        self.max_tokens = limit
         """The most tokens a read returns (unless the last exchange alone is larger)."""
-        self.limit = self.max_tokens
-        self.trim_to = check_trim_to(trim_to, self.max_tokens, "max_tokens")
-        """How many tokens at most the view keeps when its cut moves."""
         self.counter: TokenCounter = counter if counter is not None else counter_for_model(model)
         """Counts each message's tokens."""
 

@@ -36,12 +36,10 @@ class WindowedSession(SuffixPolicy[SessionT]):
     """
 
     def __init__(self, inner: SessionT, max_messages: int, *, trim_to: int | None = None) -> None:
-        super().__init__(inner)
-        self.max_messages = check_positive("max_messages", max_messages)
+        limit = check_positive("max_messages", max_messages)
+        super().__init__(inner, limit, check_trim_to(trim_to, limit, "max_messages"))
+        self.max_messages = limit
         """The most messages a read returns (unless one exchange alone is longer)."""
-        self.limit = self.max_messages
-        self.trim_to = check_trim_to(trim_to, self.max_messages, "max_messages")
-        """How many messages at most the view keeps when its cut moves."""
 
     @property
     def cut_key(self) -> str:

@@ -237,3 +237,17 @@ async def test_chat_ctrl_c_stops_a_reply_and_keeps_only_the_user_message(tmp_pat
     assert b"Traceback" not in screen
     stored = SQLiteSession("tty", path=store_path(tmp_path)).get_messages()
     assert [(m.role, m.content) for m in stored] == [("user", "tell me a story")]
+
+
+async def test_chat_shows_what_each_call_was_sent(tmp_path: Path) -> None:
+    async with scripted_server(["Hello Ana!", "You are Ana."]) as server:
+        base = ["chat", "--session", "c1", "--base-url", server.url + "/v1", "--model", "m"]
+        code, out, err = await aniki(
+            tmp_path, *base, stdin="/context\nI am Ana\nWho am I?\n/context\n/exit\n"
+        )
+    assert code == 0, err
+    assert "context reports on" in out and "context reports off" in out
+    lines = [line for line in out.splitlines() if "call 1:" in line]
+    assert len(lines) == 2  # one per reply while on
+    assert "1 of 1 messages sent" in lines[0] and "prefix kept" in lines[0]
+    assert "3 of 3 messages sent" in lines[1]

@@ -18,6 +18,7 @@ from ..messages import Message
 from ..providers.base import Provider
 from ..runner import Runner
 from ..tokens import count_tokens
+from ..reports import ContextReport
 from ..usage import Usage
 from ._common import EXIT_USAGE, console, default_store_url, fail, handle_errors
 from ._stores import open_store_session
@@ -39,6 +40,8 @@ HELP = """\
 /history  show the conversation so far
 /tokens   tokens stored and sent per turn; what the last reply and this chat cost,
           with the tokens read from and written to the provider's prompt cache
+/context  after each reply, what each model call was sent: messages, tokens, whether the
+          prompt-cache prefix was kept, and the share the provider served from cache (toggle)
 /clear    delete this session's history
 /exit     leave (Ctrl-D works too); Ctrl-C stops a reply in progress"""
 
@@ -153,6 +156,8 @@ class _Chat:
         self.runner = Runner()
         self.last_usage: Usage | None = None
         self.chat_usage = Usage()
+        self.show_context = False
+        self.last_reports: tuple[ContextReport, ...] = ()
         self.loop_ = asyncio.new_event_loop()
 
     def loop(self) -> None:
@@ -196,6 +201,11 @@ class _Chat:
             console.print("history cleared")
         elif name == "/tokens":
             self.tokens()
+        elif name == "/context":
+            self.show_context = not self.show_context
+            console.print(f"context reports {'on' if self.show_context else 'off'}")
+            if self.show_context:
+                self.print_context()
         elif name == "/help":
             console.print(HELP)
         else:
@@ -253,3 +263,10 @@ class _Chat:
         if stream.result is not None:
             self.last_usage = stream.result.usage
             self.chat_usage += stream.result.usage
+            self.last_reports = stream.result.context_reports
+            if self.show_context:
+                self.print_context()
+
+    def print_context(self) -> None:
+        for number, report in enumerate(self.last_reports, start=1):
+            console.print(f"[dim]call {number}: {report.describe()}[/]", markup=True)

@@ -16,9 +16,9 @@ from ..errors import AnikiError, AuthenticationError, StoreError
 from ..events import StreamRestarted, TextDelta, ToolCallStarted
 from ..messages import Message
 from ..providers.base import Provider
+from ..reports import ContextReport
 from ..runner import Runner
 from ..tokens import count_tokens
-from ..reports import ContextReport
 from ..usage import Usage
 from ._common import EXIT_USAGE, console, default_store_url, fail, handle_errors
 from ._stores import open_store_session

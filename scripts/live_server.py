@@ -197,7 +197,32 @@ def _check_compilers() -> None:
         )
 
 
+def _failed_build_marker() -> Path:
+    return wheel_dir() / f"build-failed-{LLAMA_CPP_VERSION}.txt"
+
+
+def _check_no_failed_build() -> None:
+    """Outside CI, a build that failed once is not retried on every test run (it can take
+    minutes to fail); deleting the marker file asks for another try."""
+    marker = _failed_build_marker()
+    if marker.is_file() and not on_ci():
+        reason = marker.read_text(encoding="utf-8").strip()
+        raise _SetupFailed(f"{reason}; delete {marker} to try the build again")
+
+
 def _build_wheel(python: Path, log: IO[str]) -> Path:
+    try:
+        return _build_wheel_once(python, log)
+    except _SetupFailed as exc:
+        log.flush()
+        with contextlib.suppress(OSError):
+            kept = live_dir() / "build-failed.log"  # the next set-up rewrites setup.log
+            shutil.copyfile(setup_log(), kept)
+            _failed_build_marker().write_text(f"{exc} (log: {kept})\n", encoding="utf-8")
+        raise
+
+
+def _build_wheel_once(python: Path, log: IO[str]) -> Path:
     print(
         f"building llama-cpp-python {LLAMA_CPP_VERSION} from source into {wheel_dir()} "
         "(once per machine; about five minutes on two cores)",
@@ -218,6 +243,7 @@ def _build_wheel(python: Path, log: IO[str]) -> Path:
             raise _SetupFailed("building llama-cpp-python produced no wheel")
         target = wheel_dir() / built[-1].name
         os.replace(built[-1], target)
+    _failed_build_marker().unlink(missing_ok=True)
     return target
 
 
@@ -225,6 +251,7 @@ def _install(log: IO[str]) -> Runtime:
     wheel = _cached_wheel()
     if wheel is None:
         _check_compilers()
+        _check_no_failed_build()
     print(f"live tests: installing the llama.cpp server into {venv_dir()}", file=sys.stderr)
     if venv_dir().exists():
         shutil.rmtree(venv_dir())

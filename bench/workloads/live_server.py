@@ -1,6 +1,6 @@
 """Live workload: what each history policy costs a real model server, turn by turn.
 
-    rows = await run()                      # 40 turns per policy; about 5 minutes on 2 cores
+    rows = await run()                      # 40 turns per policy; 8 minutes on 2 busy cores
     print(table(rows))
 
     python bench/workloads/live_server.py   # the same, from the command line

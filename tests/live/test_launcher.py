@@ -118,3 +118,33 @@ def test_wait_ready_ends_with_the_log_when_the_server_dies(tmp_path: Path) -> No
         live_server.LlamaServer.start(tmp_path / "server.log", runtime=runtime, timeout=10),
     ):
         pass
+
+
+def test_a_failed_build_is_not_retried_on_every_run_outside_ci(
+    live_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builds: list[str] = []
+
+    def run(cmd, log, *, timeout, what):  # type: ignore[no-untyped-def]
+        if "wheel" in map(str, cmd):
+            builds.append(what)
+            log.write("CMake Error: something went wrong\n")
+            raise live_server._SetupFailed(f"{what} failed (exit 1)")
+
+    monkeypatch.setattr(live_server, "_run", run)
+
+    assert live_server.setup() == 0
+    assert len(builds) == 1
+    with pytest.raises(live_server.LiveUnavailable, match=r"failed \(exit 1\)"):
+        live_server.find_runtime()
+    kept = live_home / "live" / "build-failed.log"
+    assert "CMake Error" in kept.read_text()
+
+    assert live_server.setup() == 0  # fails at once, naming the marker to delete
+    assert len(builds) == 1
+    with pytest.raises(live_server.LiveUnavailable, match="try the build again"):
+        live_server.find_runtime()
+
+    monkeypatch.setenv("CI", "true")  # CI always tries, and fails when the build does
+    assert live_server.setup() == 1
+    assert len(builds) == 2

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aniki import Message, UserError, ValidationError
+from aniki import InMemorySession, Message, UserError, ValidationError
 from aniki.messages import to_message
 from aniki.sessions import FileSession, FileStore, SQLiteSession, SQLiteStore
 from aniki.sessions._codec import MAX_ID_LENGTH
@@ -124,10 +124,11 @@ def test_hostile_session_ids_are_refused_clearly_or_contained(store: Store) -> N
         try:
             session = store.make(session_id)
         except UserError as error:
-            assert store.shared and not follows_the_id_rules(session_id)
+            # Every store, the in-memory one included, applies the same id rules.
+            assert not follows_the_id_rules(session_id)
             assert "session id" in str(error) and len(str(error)) < 500
             return
-        assert follows_the_id_rules(session_id) or not store.shared
+        assert follows_the_id_rules(session_id)
         marker = Message("user", f"for {session_id[:50]!r}")
         try:
             driver.clear(session)
@@ -231,3 +232,85 @@ def test_a_path_with_an_undecodable_byte_is_a_path_like_any_other(tmp_path: Path
     assert [m.content for m in SQLiteSession("s", tmp_path / (odd + ".db")).get_messages()] == ["a"]
     assert [m.content for m in FileSession("s", tmp_path / odd).get_messages()] == ["b"]
     assert sorted(os.fsencode(p.name) for p in tmp_path.iterdir())[0].startswith(b"chats-\x80")
+
+
+# --- every constructor parameter of the local stores is checked when the object is built ----
+
+BAD_TIMEOUTS = ["abc", -1, -0.5, float("nan"), float("inf"), float("-inf"), True, None, [1]]
+
+
+@pytest.mark.parametrize("make", [SQLiteSession, SQLiteStore], ids=["SQLiteSession", "Store"])
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+def test_a_bad_sqlite_timeout_is_refused_at_construction(
+    make: Any, timeout: Any, tmp_path: Path
+) -> None:
+    args = ("s", tmp_path / "c.db") if make is SQLiteSession else (tmp_path / "c.db",)
+    with pytest.raises(UserError, match=r"timeout must be a number of seconds"):
+        make(*args, timeout=timeout)
+    assert not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0, 2, 7.5])
+def test_a_usable_sqlite_timeout_is_kept(timeout: float, tmp_path: Path) -> None:
+    session = SQLiteSession("s", tmp_path / "c.db", timeout=timeout)
+    session.add_message({"role": "user", "content": "hi"})
+    assert [
+        m.content
+        for m in SQLiteStore(tmp_path / "c.db", timeout=timeout).session("s").get_messages()
+    ] == ["hi"]
+
+
+LOCAL_MAKERS = {
+    "SQLiteSession": lambda place, **kw: SQLiteSession("s", place, **kw),
+    "SQLiteStore": lambda place, **kw: SQLiteStore(place, **kw),
+    "FileSession": lambda place, **kw: FileSession("s", place, **kw),
+    "FileStore": lambda place, **kw: FileStore(place, **kw),
+}
+
+
+@pytest.mark.parametrize("make", list(LOCAL_MAKERS.values()), ids=list(LOCAL_MAKERS))
+@pytest.mark.parametrize("durability", ["sometimes", "FULL", None, 1, True], ids=repr)
+def test_a_bad_durability_is_refused_at_construction(
+    make: Any, durability: Any, tmp_path: Path
+) -> None:
+    with pytest.raises(UserError, match=r"durability must be one of \['off', 'normal', 'full'\]"):
+        make(tmp_path / "place", durability=durability)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("make", [LOCAL_MAKERS["FileSession"], LOCAL_MAKERS["FileStore"]])
+def test_a_directory_that_is_a_file_is_refused_at_construction(make: Any, tmp_path: Path) -> None:
+    place = tmp_path / "chats"
+    place.write_bytes(b"not a directory")
+    with pytest.raises(UserError, match=r"is a file, not a directory"):
+        make(place)
+    with pytest.raises(UserError, match=r"is a file, not a directory"):
+        make(place / "inner")  # its parent is the file: it can never become a directory
+    assert place.read_bytes() == b"not a directory"
+
+
+@pytest.mark.parametrize("make", [LOCAL_MAKERS["SQLiteSession"], LOCAL_MAKERS["SQLiteStore"]])
+def test_a_database_path_that_is_a_directory_is_refused_at_construction(
+    make: Any, tmp_path: Path
+) -> None:
+    with pytest.raises(UserError, match=r"is a directory; pass the path of a database file"):
+        make(tmp_path)
+    (tmp_path / "file").write_bytes(b"x")
+    with pytest.raises(UserError, match=r"is a file, not a directory"):
+        make(tmp_path / "file" / "chat.db")
+
+
+@pytest.mark.parametrize(
+    "session_id", [5, b"s", "", "a\x00b", "x" * (MAX_ID_LENGTH + 1)], ids=lambda v: repr(v)[:12]
+)
+def test_an_in_memory_session_keeps_the_id_rules_of_every_store(session_id: Any) -> None:
+    with pytest.raises(UserError, match="session id"):
+        InMemorySession(session_id)
+    assert InMemorySession("x" * MAX_ID_LENGTH).id == "x" * MAX_ID_LENGTH
+    assert len(InMemorySession().id) == 32
+
+
+@pytest.mark.parametrize("make", list(LOCAL_MAKERS.values()), ids=list(LOCAL_MAKERS))
+def test_unknown_keyword_arguments_are_type_errors(make: Any, tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        make(tmp_path / "x", durabilty="full")

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import StoreUnavailableError
+from ..errors import StoreUnavailableError, UserError
 from ..messages import Message, MessageLike
 from ._codec import (
     Durability,
@@ -77,6 +77,20 @@ from .base import SessionInfo
 __all__ = ["FileSession", "FileStore"]
 
 
+def _directory(directory: str | os.PathLike[str]) -> Path:
+    """The session directory, absolute; :class:`~aniki.UserError` when it can never be one."""
+    path = Path(os.path.abspath(os.path.expanduser(check_path(directory, "the directory"))))
+    for place in (path, *path.parents):
+        if os.path.exists(place):  # the nearest existing one must be a directory
+            if not os.path.isdir(place):
+                raise UserError(
+                    f"{str(place)!r} is a file, not a directory; pass the directory that "
+                    "holds (or will hold) the session files"
+                )
+            break
+    return path
+
+
 class FileSession:
     """A conversation stored as a JSON-lines file in ``directory``; same id, same history.
 
@@ -91,6 +105,9 @@ class FileSession:
             it is encoded into a safe file name, so it can never point outside ``directory``.
         directory: where session files live; created on the first write.
         durability: ``"normal"`` (default) or ``"full"``; see the module docstring.
+
+    Every argument is checked here, so a bad one raises :class:`~aniki.UserError` at once,
+    not on first use.
     """
 
     def __init__(
@@ -103,7 +120,7 @@ class FileSession:
         require_locks()
         self._id = check_session_id(id)
         self._durability = check_durability(durability)
-        self._dir = Path(os.path.abspath(check_path(directory, "the directory")))
+        self._dir = _directory(directory)
         stem = file_stem(self._id)
         self._path = self._dir / (stem + DATA_SUFFIX)
         self._meta_path = self._dir / (stem + META_SUFFIX)
@@ -367,7 +384,7 @@ class FileStore:
 
     def __init__(self, directory: str | os.PathLike[str], *, durability: Durability = "normal"):
         require_locks()
-        self._dir = Path(os.path.abspath(check_path(directory, "the directory")))
+        self._dir = _directory(directory)
         self._durability = check_durability(durability)
 
     @property

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..memory import Memory
 from ..messages import Message, MessageLike
+from ._codec import check_session_id
 
 __all__ = ["InMemorySession"]
 
@@ -29,7 +30,7 @@ class InMemorySession:
     """
 
     def __init__(self, id: str | None = None) -> None:
-        self._id = id if id is not None else uuid.uuid4().hex
+        self._id = check_session_id(id) if id is not None else uuid.uuid4().hex
         self._memory = Memory()
         self._meta: dict[str, Any] = {}
 

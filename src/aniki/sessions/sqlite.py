@@ -30,6 +30,7 @@ and still sees what other instances and processes appended or cleared.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterable
@@ -39,6 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
 from ._codec import (
     Durability,
@@ -62,7 +64,42 @@ _OWN_LIMIT = 4096
 
 
 def _absolute(path: str | os.PathLike[str]) -> Path:
-    return Path(os.path.abspath(os.path.expanduser(check_path(path, "the database path"))))
+    """The database path, absolute; :class:`~aniki.UserError` when it can never be a file."""
+    absolute = Path(os.path.abspath(os.path.expanduser(check_path(path, "the database path"))))
+    if os.path.isdir(absolute):
+        raise UserError(
+            f"the database path {str(absolute)!r} is a directory; pass the path of a database "
+            f"file, such as {str(absolute / 'aniki.db')!r}"
+        )
+    _check_ancestors(absolute)
+    return absolute
+
+
+def _check_ancestors(path: Path) -> None:
+    # The nearest existing ancestor must be a directory: below a file nothing can be created.
+    for parent in path.parents:
+        if os.path.exists(parent):
+            if not os.path.isdir(parent):
+                raise UserError(
+                    f"{str(parent)!r} is a file, not a directory, so {str(path)!r} cannot be "
+                    "created; pick a path inside a directory"
+                )
+            return
+
+
+def _check_timeout(timeout: object) -> float:
+    """``timeout`` as seconds; :class:`~aniki.UserError` unless it is a finite number >= 0."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise UserError(
+            "timeout must be a number of seconds (a finite int or float, 0 or more) to wait "
+            f"for another process's write, such as timeout=5.0; got {timeout!r}"
+        )
+    return float(timeout)
 
 
 class SQLiteSession:
@@ -78,7 +115,11 @@ class SQLiteSession:
         id: the conversation's id (any non-empty text up to 1,024 characters, without NUL).
         path: the database file; created when missing (its directory must exist).
         durability: ``"off"``, ``"normal"`` (default) or ``"full"``; see the module docstring.
-        timeout: seconds to wait for another process's write before giving up.
+        timeout: seconds to wait for another process's write before giving up (a finite
+            number, 0 or more).
+
+    Every argument is checked here, so a bad one raises :class:`~aniki.UserError` at once,
+    not on first use.
     """
 
     def __init__(
@@ -92,7 +133,7 @@ class SQLiteSession:
         self._id = check_session_id(id)
         self._path = _absolute(path)
         self._durability = check_durability(durability)
-        self._timeout = timeout
+        self._timeout = _check_timeout(timeout)
         self._db: Database | None = None
         self._cache: list[Message] = []
         self._snapshot: tuple[Message, ...] | None = ()
@@ -268,7 +309,7 @@ class SQLiteStore:
     ) -> None:
         self._path = _absolute(path)
         self._durability = check_durability(durability)
-        self._timeout = timeout
+        self._timeout = _check_timeout(timeout)
 
     @property
     def path(self) -> Path:

@@ -40,6 +40,22 @@ def _needs_trim_to() -> None:
         pytest.skip("WindowedSession has no trim_to= yet")
 
 
+@pytest.fixture(scope="module")
+def ran() -> dict[str, list[Turn]]:
+    """Conversations already run in this module, by name: two tests read the sliding one."""
+    return {}
+
+
+async def _sliding(
+    llama: Any, provider: Any, tmp_path: Path, ran: dict[str, list[Turn]]
+) -> list[Turn]:
+    _needs_trim_to()
+    if "slide" not in ran:
+        store = _store(tmp_path, "slide")
+        ran["slide"] = await _conversation(llama, provider, WindowedSession(store, 6, trim_to=6))
+    return ran["slide"]
+
+
 async def test_growing_history_is_served_from_the_cache(
     llama: Any, provider: Any, tmp_path: Path
 ) -> None:
@@ -53,11 +69,9 @@ async def test_growing_history_is_served_from_the_cache(
 
 
 async def test_a_window_sliding_every_turn_is_evaluated_every_turn(
-    llama: Any, provider: Any, tmp_path: Path
+    llama: Any, provider: Any, tmp_path: Path, ran: dict[str, list[Turn]]
 ) -> None:
-    _needs_trim_to()
-    store = _store(tmp_path, "slide")
-    turns = await _conversation(llama, provider, WindowedSession(store, 6, trim_to=6))
+    turns = await _sliding(llama, provider, tmp_path, ran)
 
     sliding = [t for p, t in pairwise(turns) if not kept_prefix(p, t)]
     assert len(sliding) >= 4, describe(turns)  # from turn 4 on, once 6 messages are full
@@ -69,13 +83,10 @@ async def test_a_window_sliding_every_turn_is_evaluated_every_turn(
 
 
 async def test_the_default_window_keeps_its_start_between_cuts(
-    llama: Any, provider: Any, tmp_path: Path
+    llama: Any, provider: Any, tmp_path: Path, ran: dict[str, list[Turn]]
 ) -> None:
-    _needs_trim_to()
+    sliding = await _sliding(llama, provider, tmp_path, ran)
     stepped = await _conversation(llama, provider, WindowedSession(_store(tmp_path, "step"), 6))
-    sliding = await _conversation(
-        llama, provider, WindowedSession(_store(tmp_path, "slide"), 6, trim_to=6)
-    )
 
     pairs = list(pairwise(stepped))
     kept = [(p, t) for p, t in pairs if kept_prefix(p, t)]

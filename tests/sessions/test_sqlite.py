@@ -350,3 +350,101 @@ def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
     assert reader.get_messages(limit=0) == ()
     assert len(reader.get_messages()) == 1000  # a full read still sees everything
     assert [m.content for m in reader.get_messages(limit=2)] == ["m998", "m999"]
+
+
+# --- real trouble is not damage, and damage is not trouble -------------------------------------
+
+
+def test_a_full_disk_is_store_unavailable_and_leaves_the_file_usable(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    _aniki_store(path, "first")
+    session = SQLiteSession("s", path)
+    assert session.get_messages() == (_user("first"),)
+    conn = db_module.database_for(path, "normal", 5.0).conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # the file may not grow: SQLITE_FULL
+    with pytest.raises(StoreUnavailableError, match="the disk is full; free some space") as info:
+        session.add_message(_user("x" * 100_000))
+    assert not isinstance(info.value, CorruptStoreError)
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    session.add_message(_user("second"))  # not taken for damage: writes go on once there is room
+    assert SQLiteSession("s", path).get_messages() == (_user("first"), _user("second"))
+
+
+def _sqlite_error(code: int, text: str) -> sqlite3.Error:
+    error = sqlite3.OperationalError(text)
+    error.sqlite_errorcode = code  # type: ignore[attr-defined]
+    return error
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "advice"),
+    [
+        (3, "access permission denied", "check the permissions"),
+        (8, "attempt to write a readonly database", "check the permissions"),
+        (14, "unable to open database file", "may create files in its directory"),
+        (13, "database or disk is full", "the disk is full"),
+        (5, "database is locked", "raise timeout="),
+        (10, "disk I/O error", "the disk or file system failed"),
+        (10 | (2 << 8), "disk I/O error", "the disk or file system failed"),  # extended code
+    ],
+)
+def test_each_kind_of_trouble_gets_its_own_advice(
+    tmp_path: Path, code: int, text: str, advice: str
+) -> None:
+    path = tmp_path / "chat.db"
+    _aniki_store(path, "intact")
+    error = db_module.store_error(_sqlite_error(code, text), "sqlite:///x", 5.0, path)
+    assert type(error) is StoreUnavailableError
+    assert advice in str(error)
+    # without a result code (Python 3.10), the text alone says the same
+    plain = db_module.store_error(sqlite3.OperationalError(text), "sqlite:///x", 5.0, path)
+    assert type(plain) is StoreUnavailableError and advice in str(plain)
+
+
+def test_an_io_error_on_a_file_cut_short_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    _aniki_store(path, *[f"m{i}" * 200 for i in range(50)])
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    path.write_bytes(path.read_bytes()[:-1000])
+    error = db_module.store_error(_sqlite_error(10, "disk I/O error"), "sqlite:///x", 5.0, path)
+    assert type(error) is CorruptStoreError
+    assert ".recover" in str(error) and "not a whole number of pages" not in str(error)
+
+
+@pytest.mark.parametrize(
+    "text", ["database disk image is malformed", "file is not a database", "UNIQUE constraint"]
+)
+def test_damage_is_never_advised_as_permissions_or_disk_space(tmp_path: Path, text: str) -> None:
+    error = db_module.store_error(sqlite3.DatabaseError(text), "sqlite:///x", 5.0, tmp_path / "x")
+    assert type(error) is CorruptStoreError
+    assert "permission" not in str(error) and "disk is full" not in str(error)
+    assert "Restore it from a backup" in str(error) and "move it aside" in str(error)
+
+
+def test_opening_an_intact_store_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    _aniki_store(path, "a", "b")
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = path.read_bytes()
+    assert SQLiteSession("s", path).get_messages() == (_user("a"), _user("b"))
+    SQLiteStore(path).close()
+    assert path.read_bytes() == before
+
+
+def test_a_damaged_store_is_not_switched_to_wal(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    _aniki_store(path, *[f"m{i}" * 300 for i in range(60)])
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
+    conn.close()
+    data = bytearray(path.read_bytes())
+    data[3 * 4096 : 3 * 4096 + 200] = b"\xa5" * 200  # a damaged b-tree page
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptStoreError, match=r"quick_check|malformed"):
+        SQLiteSession("s", path).add_message(_user("new"))
+    SQLiteStore(path).close()
+    assert path.read_bytes() == bytes(data)  # header untouched: still in rollback-journal mode
+    assert not Path(f"{path}-wal").exists()

@@ -5,15 +5,25 @@ process, so a thousand sessions do not hold a thousand connections. It is rebuil
 ``fork`` (a child never touches the parent's connection).
 
 Opening checks the file first (``_sqlite_schema``): only an empty database or an aniki store
-is ever written.
+that passes its checks is ever written.
+
+Damage: every ``sqlite3`` error is translated by its result code (:meth:`Database.fail`):
+damage (corrupt pages, a file that is not a database, rows that break aniki's own
+constraints, text that is not UTF-8) is :class:`~aniki.CorruptStoreError`; a lock, a full
+disk, missing permissions or a failing disk are :class:`~aniki.StoreUnavailableError`, each
+with its own advice. Once anything in this process found a file damaged (opening it, a
+query, or a record that does not decode), no write is attempted on that file again until
+it is replaced by another file at the same path: damaged data is never rewritten.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
@@ -21,7 +31,7 @@ from typing import NoReturn
 from ..errors import CorruptStoreError, StoreError, StoreUnavailableError
 from ._codec import Durability
 from ._fork import count as fork_count
-from ._sqlite_schema import check_header, prepare_schema
+from ._sqlite_schema import check_header, damage_hint, header_problem, prepare_schema
 
 __all__ = ["BLOCK", "Database", "database_for"]
 
@@ -74,6 +84,48 @@ def _close(conn: sqlite3.Connection) -> None:
         conn.close()
 
 
+_DAMAGED: dict[str, tuple[tuple[int, int] | None, str]] = {}
+"""Files found damaged in this process: path -> (the file's identity then, what was found)."""
+_DAMAGED_LOCK = threading.Lock()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+# SQLite's primary result codes (https://sqlite.org/rescode.html) and what each one means here.
+_DAMAGE_CODES = frozenset({11, 19, 20, 24, 26})  # CORRUPT CONSTRAINT MISMATCH FORMAT NOTADB
+_LOCKED_CODES = frozenset({5, 6})  # BUSY LOCKED
+_FULL = 13
+_NO_PERMISSION_CODES = frozenset({3, 8, 23})  # PERM READONLY AUTH
+_CANTOPEN = 14
+_IOERR = 10
+_NOMEM = 7
+_TEXT_CODES = (  # for Python versions whose sqlite3 errors carry no result code
+    ("malformed", 11),
+    ("not a database", 26),
+    ("corrupt", 11),
+    ("unsupported file format", 24),
+    ("could not decode", 11),
+    ("constraint", 19),
+    ("locked", 5),
+    ("busy", 5),
+    ("disk is full", _FULL),
+    ("permission denied", 3),
+    ("readonly", 8),
+    ("read-only", 8),
+    ("unable to open", _CANTOPEN),
+    ("i/o error", _IOERR),
+    ("out of memory", _NOMEM),
+)
+# Real seconds since 1970 that datetime can show: anything else in created_at is damage.
+_TIMES = (-62135596800.0, 253402300799.0)
+
+
 class Database:
     """A connection to one SQLite store, serialised by a lock; see the module docstring."""
 
@@ -81,6 +133,7 @@ class Database:
         self.path = path
         self.label = f"sqlite:///{path}"
         self.lock = threading.RLock()
+        self._key = str(path)
         self._durability = durability
         self._timeout = timeout
         self._forks = -1
@@ -95,7 +148,11 @@ class Database:
                 if self._closer is not None:
                     self._closer.detach()
                 _INHERITED.append(self._conn)
-            conn = self._open()
+            try:
+                conn = self._open()
+            except CorruptStoreError as exc:
+                self.damaged(exc)
+                raise
             self._conn, self._forks = conn, fork_count()
             # A connection sits in a reference cycle with its statement cache, so without this
             # it would stay open (holding WAL locks) until the garbage collector ran.
@@ -106,6 +163,8 @@ class Database:
     def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction under the lock: ``BEGIN IMMEDIATE`` when writing, a snapshot if not."""
         with self.lock, self.errors():
+            if write:
+                self.refuse_if_damaged()
             conn = self.conn
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
@@ -122,16 +181,66 @@ class Database:
         try:
             yield
         except sqlite3.Error as exc:
-            raise_store_error(exc, self.label, self._timeout)
+            self.fail(exc)
+        except CorruptStoreError as exc:
+            self.damaged(exc)
+            raise
+
+    # --- damage ---------------------------------------------------------------------------
+
+    def damaged(self, error: CorruptStoreError) -> CorruptStoreError:
+        """Remember that this file is damaged (no write will touch it again); ``error``."""
+        with _DAMAGED_LOCK:
+            if self._key not in _DAMAGED:
+                _DAMAGED[self._key] = (_identity(self.path), str(error).split(" [store: ")[0])
+        return error
+
+    def damage(self, what: str) -> CorruptStoreError:
+        """A :class:`~aniki.CorruptStoreError` for damaged rows, remembered as :meth:`damaged`."""
+        return self.damaged(
+            CorruptStoreError(
+                f"the database file is damaged: {what}; {damage_hint(self.path)}",
+                store=self.label,
+            )
+        )
+
+    def refuse_if_damaged(self) -> None:
+        """Raise :class:`~aniki.CorruptStoreError` when this file was found damaged before."""
+        with _DAMAGED_LOCK:
+            found = _DAMAGED.get(self._key)
+            if found is None:
+                return
+            if found[0] != _identity(self.path):  # another file is at the path now
+                del _DAMAGED[self._key]
+                replaced = True
+            else:
+                replaced = False
+        if replaced:
+            self.close()  # its connection is to the file that was moved away
+            return
+        raise CorruptStoreError(
+            f"the database file was found damaged earlier ({found[1]}); no write is made to "
+            f"a damaged file. {damage_hint(self.path)}",
+            store=self.label,
+        )
+
+    def fail(self, exc: sqlite3.Error) -> NoReturn:
+        """Raise the aniki error for ``exc`` (its cause), remembering damage."""
+        error = store_error(exc, self.label, self._timeout, self.path)
+        if isinstance(error, CorruptStoreError):
+            self.damaged(error)
+        raise error from exc
 
     # --- the queries (the append and read paths avoid context managers: they are hot) ---
 
     def register(self, session_id: str) -> int:
         """The session's number (its block of message keys), creating it if needed."""
         with self.lock, self.errors():
+            self.refuse_if_damaged()
             conn = self.conn
             conn.execute(_REGISTER, (session_id,))
-            return int(conn.execute(_SESSION, (session_id,)).fetchone()[0])
+            row = conn.execute(_SESSION, (session_id,)).fetchone()
+            return self._session_row(row)[0]
 
     def append_one(self, number: int, body: str, now: float) -> None:
         """Append one encoded message to session ``number`` (the hottest path there is).
@@ -141,18 +250,22 @@ class Database:
         """
         low = number * BLOCK
         with self.lock:
+            if _DAMAGED:
+                self.refuse_if_damaged()
             try:
                 conn = self._conn
                 if conn is None or self._forks != fork_count():
                     conn = self.conn
                 conn.execute(_APPEND, (low, low + BLOCK, body, now))
             except sqlite3.Error as exc:
-                raise_store_error(exc, self.label, self._timeout)
+                self.fail(exc)
 
     def append(self, number: int, bodies: list[str], now: float) -> None:
         """Append encoded messages to session ``number`` in one transaction."""
         low = number * BLOCK
         with self.lock:
+            if _DAMAGED:
+                self.refuse_if_damaged()
             try:
                 conn = self.conn
                 conn.execute("BEGIN IMMEDIATE")
@@ -164,7 +277,7 @@ class Database:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                raise_store_error(exc, self.label, self._timeout)
+                self.fail(exc)
 
     def read_after(
         self, session_id: str, generation: int | None, after: int
@@ -177,19 +290,40 @@ class Database:
             try:
                 rows = self.conn.execute(_READ, (session_id, generation, after, BLOCK)).fetchall()
             except sqlite3.Error as exc:
-                raise_store_error(exc, self.label, self._timeout)
+                self.fail(exc)
         if not rows:
             return 0, []
-        return int(rows[0][0]), [(key, body) for _, key, body in rows if key is not None]
+        found = rows[0][0]
+        if type(found) is not int:
+            raise self.damage(f"session {session_id!r} has a generation that is not a number")
+        records = [(key, body) for _, key, body in rows if key is not None]
+        self._check_records(records)
+        return found, records
 
     def read_tail(self, session_id: str, limit: int) -> list[tuple[int, str]]:
         """The session's last ``limit`` rows, oldest first."""
+        # A session holds fewer than BLOCK messages: a larger limit means all of them.
+        limit = min(limit, BLOCK)
         with self.lock:
             try:
                 rows = self.conn.execute(_TAIL, (session_id, BLOCK, limit)).fetchall()
             except sqlite3.Error as exc:
-                raise_store_error(exc, self.label, self._timeout)
-        return [(key, body) for key, body in reversed(rows)]
+                self.fail(exc)
+        records = [(key, body) for key, body in reversed(rows)]
+        self._check_records(records)
+        return records
+
+    def _check_records(self, records: list[tuple[int, str]]) -> None:
+        for key, body in records:
+            if type(body) is not str or type(key) is not int:
+                raise self.damage(
+                    f"the message stored at key {key!r} is {type(body).__name__}, not text"
+                )
+
+    def _session_row(self, row: tuple[object, ...] | None) -> tuple[int, int]:
+        if row is None or type(row[0]) is not int or type(row[1]) is not int:
+            raise self.damage("a row of the sessions table cannot be read")
+        return row[0], row[1]
 
     def clear(self, session_id: str) -> int:
         """Delete a session's messages and meta and bump its generation; the new generation."""
@@ -198,14 +332,15 @@ class Database:
             if row is None:
                 conn.execute(_DROP_META, (session_id,))
                 return 0
-            return _empty(conn, session_id, *row)
+            return _empty(conn, session_id, *self._session_row(row))
 
     def replace(self, session_id: str, bodies: list[str], now: float) -> int:
         """Make ``bodies`` a session's whole history and drop its meta, in one transaction
         (a reader sees the old history or the new one, never neither); the new generation."""
         with self.transaction(write=True) as conn:
             conn.execute(_REGISTER, (session_id,))
-            number, generation = conn.execute(_SESSION, (session_id,)).fetchone()
+            row = conn.execute(_SESSION, (session_id,)).fetchone()
+            number, generation = self._session_row(row)
             generation = _empty(conn, session_id, number, generation)
             low = int(number) * BLOCK
             conn.executemany(_APPEND, [(low, low + BLOCK, body, now) for body in bodies])
@@ -215,7 +350,9 @@ class Database:
         """The stored meta text, or ``None``."""
         with self.lock, self.errors():
             row = self.conn.execute(_GET_META, (session_id, key)).fetchone()
-        return None if row is None else str(row[0])
+        if row is not None and type(row[0]) is not str:
+            raise self.damage(f"the meta value {key!r} of session {session_id!r} is not text")
+        return None if row is None else row[0]
 
     def set_meta(self, session_id: str, key: str, text: str | None) -> None:
         """Store meta text; ``None`` deletes the key."""
@@ -225,11 +362,41 @@ class Database:
             else:
                 conn.execute(_SET_META, (session_id, key, text))
 
+    def swap_meta(
+        self,
+        session_id: str,
+        key: str,
+        matches: Callable[[str | None], bool],
+        text: str | None,
+    ) -> bool:
+        """In one write transaction: when ``matches(stored text or None)``, store ``text``
+        (``None`` deletes the key) and return ``True``; otherwise change nothing."""
+        with self.transaction(write=True) as conn:
+            row = conn.execute(_GET_META, (session_id, key)).fetchone()
+            if row is not None and type(row[0]) is not str:
+                raise self.damage(f"the meta value {key!r} of session {session_id!r} is not text")
+            if not matches(None if row is None else row[0]):
+                return False
+            if text is None:
+                conn.execute(_DELETE_META, (session_id, key))
+            else:
+                conn.execute(_SET_META, (session_id, key, text))
+            return True
+
     def list_sessions(self) -> list[tuple[str, int, float]]:
         """``(id, message count, last append time)`` of every session with messages."""
         with self.transaction(write=False) as conn:
             rows = conn.execute(_LIST, (BLOCK,)).fetchall()
-        return [(str(a), int(b), float(c)) for a, b, c in rows]
+        for session_id, count, updated in rows:
+            if (
+                type(session_id) is not str
+                or type(count) is not int
+                or type(updated) not in (int, float)
+                or not math.isfinite(updated)
+                or not _TIMES[0] <= updated <= _TIMES[1]
+            ):
+                raise self.damage("a session's id, size or last update time cannot be read")
+        return [(a, b, float(c)) for a, b, c in rows]
 
     def close(self) -> None:
         """Close the connection (it reopens on next use)."""
@@ -244,9 +411,10 @@ class Database:
             self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            prepare_schema(conn, self.label)
-            # Set only once the file is known to be ours: WAL rewrites the header.
-            conn.execute("PRAGMA journal_mode=WAL")
+            prepare_schema(conn, self.path, self.label)
+            # Set only once the file is known to be ours and intact: WAL rewrites the header.
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS[self._durability]}")
         except BaseException:
             conn.close()
@@ -265,32 +433,59 @@ def _empty(conn: sqlite3.Connection, session_id: str, number: int, generation: i
     return int(generation) + 1
 
 
-def raise_store_error(exc: sqlite3.Error, label: str, timeout: float) -> NoReturn:
-    """Raise the aniki error for ``exc``, with ``exc`` as its cause."""
+def result_code(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code for ``exc`` (``None``: an error of Python's module)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF != 1:
+        return code & 0xFF
+    # SQLITE_ERROR (1) is generic: its text says more (a damaged schema is reported so).
+    lowered = str(exc).lower()
+    return next((value for text, value in _TEXT_CODES if text in lowered), code)
+
+
+def store_error(exc: sqlite3.Error, label: str, timeout: float, path: Path) -> StoreError:
+    """The aniki error for ``exc``: damage, or the one kind of trouble it is, with advice."""
     text = str(exc)
-    lowered = text.lower()
-    error: StoreError
-    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
-        error = CorruptStoreError(
-            f"the database file is corrupt or not a SQLite database ({text}); "
-            "restore it from a backup or use a new file",
-            store=label,
+    code = result_code(exc)
+    if code == _IOERR:  # a failing disk, or a file cut short: the file's size tells them apart
+        code = 11 if _file_problem(path) is not None else _IOERR
+    if code in _DAMAGE_CODES:
+        return CorruptStoreError(
+            f"the database file is damaged ({text}); {damage_hint(path)}", store=label
         )
-    elif "locked" in lowered or "busy" in lowered:
-        error = StoreUnavailableError(
-            f"the database stayed locked by another connection for {timeout:g} s ({text}); "
-            "retry, or raise timeout=",
-            store=label,
+    if code in _LOCKED_CODES:
+        advice = (
+            f"stayed locked by another connection for {timeout:g} s ({text}); retry, or "
+            "raise timeout="
         )
-    elif isinstance(exc, sqlite3.OperationalError):
-        error = StoreUnavailableError(
-            f"the database cannot be used ({text}); check the path, its permissions and "
-            "free disk space",
-            store=label,
+    elif code == _FULL:
+        advice = f"cannot grow ({text}): the disk is full; free some space, then retry"
+    elif code in _NO_PERMISSION_CODES:
+        advice = (
+            f"may not be written ({text}); check the permissions of the file, its -wal and "
+            "-shm files and its directory"
         )
+    elif code == _CANTOPEN:
+        advice = (
+            f"cannot be opened ({text}); check that it is a file and that aniki may create "
+            "files in its directory (the -wal and -shm files)"
+        )
+    elif code == _IOERR:
+        advice = f"could not be read or written ({text}): the disk or file system failed"
+    elif code == _NOMEM:
+        advice = f"could not be used ({text}): out of memory"
     else:
-        error = StoreError(f"the database failed: {text}", store=label)
-    raise error from exc
+        return StoreError(f"the database failed: {text}", store=label)
+    return StoreUnavailableError(f"the database file {advice}", store=label)
+
+
+def _file_problem(path: Path) -> str | None:
+    try:
+        with path.open("rb") as file:
+            header = file.read(100)
+            return header_problem(header, os.fstat(file.fileno()).st_size) if header else None
+    except OSError:
+        return None
 
 
 _DATABASES: weakref.WeakValueDictionary[tuple[str, str, float], Database] = (

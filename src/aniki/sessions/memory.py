@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from ..memory import Memory
 from ..messages import Message, MessageLike
-from ._codec import check_session_id
+from ._codec import check_meta_key, check_session_id, encode_meta
 
-__all__ = ["InMemorySession"]
+__all__ = ["InMemorySession", "meta_json"]
+
+
+def meta_json(key: str, value: Any) -> str | None:
+    """``value`` as canonical JSON text (keys sorted), the form ``_swap_meta`` compares;
+    ``None`` stays ``None`` (an absent key). Equal texts mean equal JSON values of equal
+    types: ``1``, ``1.0`` and ``true`` differ, key order does not matter.
+    :class:`~aniki.UserError` when ``value`` is not JSON-safe."""
+    if value is None:
+        return None
+    encode_meta(key, value)  # the error every store gives for a value that is not JSON-safe
+    return json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+    )
 
 
 class InMemorySession:
@@ -33,6 +48,7 @@ class InMemorySession:
         self._id = check_session_id(id) if id is not None else uuid.uuid4().hex
         self._memory = Memory()
         self._meta: dict[str, Any] = {}
+        self._meta_lock = threading.Lock()
 
     @property
     def id(self) -> str:
@@ -66,6 +82,24 @@ class InMemorySession:
             self._meta.pop(key, None)
         else:
             self._meta[key] = value
+
+    def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
+        """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
+
+        Atomic among threads. Values are compared as JSON (same types and values, any key
+        order); ``expected=None`` means the key is absent, and ``value=None`` deletes it.
+        """
+        check_meta_key(key)
+        wanted = meta_json(key, expected)
+        meta_json(key, value)  # refuse what is not JSON-safe, as set_meta in the other stores
+        with self._meta_lock:
+            if meta_json(key, self._meta.get(key)) != wanted:
+                return False
+            if value is None:
+                self._meta.pop(key, None)
+            else:
+                self._meta[key] = value
+            return True
 
     def __repr__(self) -> str:
         return f"InMemorySession(id={self._id!r}, messages={len(self._memory)})"

@@ -40,7 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import UserError
+from ..errors import CorruptStoreError, UserError
 from ..messages import Message, MessageLike, to_message
 from ._codec import (
     Durability,
@@ -57,10 +57,19 @@ from ._codec import (
 )
 from ._sqlite_db import Database, database_for
 from .base import SessionInfo
+from .memory import meta_json
 
 __all__ = ["SQLiteSession", "SQLiteStore"]
 
 _OWN_LIMIT = 4096
+
+
+def _decode_meta(db: Database, text: str) -> Any:
+    try:
+        return decode_meta(text, store=db.label)
+    except CorruptStoreError as exc:
+        db.damaged(exc)
+        raise
 
 
 def _absolute(path: str | os.PathLike[str]) -> Path:
@@ -211,13 +220,31 @@ class SQLiteSession:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         db = self._database
         text = db.get_meta(self._id, check_meta_key(key))
-        return None if text is None else decode_meta(text, store=db.label)
+        return None if text is None else _decode_meta(db, text)
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store a JSON-safe value under ``key`` beside the history; ``None`` deletes it."""
         check_meta_key(key)
         text = None if value is None else encode_meta(key, value)
         self._database.set_meta(self._id, key, text)
+
+    def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
+        """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
+
+        Atomic across processes (one write transaction). Values are compared as JSON (same
+        types and values, any key order); ``expected=None`` means the key is absent, and
+        ``value=None`` deletes it.
+        """
+        check_meta_key(key)
+        wanted = meta_json(key, expected)
+        text = None if value is None else encode_meta(key, value)
+        db = self._database
+
+        def matches(stored: str | None) -> bool:
+            current = None if stored is None else meta_json(key, _decode_meta(db, stored))
+            return current == wanted
+
+        return db.swap_meta(self._id, key, matches, text)
 
     def close(self) -> None:
         """Drop this instance's cache and its hold on the connection; it reopens on next use."""
@@ -270,7 +297,12 @@ class SQLiteSession:
 
     def _tail(self, db: Database, limit: int) -> tuple[Message, ...]:
         label = db.label
-        return tuple(decode_message(body, store=label) for _, body in db.read_tail(self._id, limit))
+        rows = db.read_tail(self._id, limit)
+        try:
+            return tuple(decode_message(body, store=label) for _, body in rows)
+        except CorruptStoreError as exc:
+            db.damaged(exc)
+            raise
 
     def _refresh(self, db: Database) -> None:
         generation, rows = db.read_after(self._id, self._generation, self._last_key)
@@ -279,12 +311,21 @@ class SQLiteSession:
         if not rows:
             return
         own, label, cache = self._own, db.label, self._cache
-        if not own:  # nothing this instance wrote waits to be read back: decode every row
-            cache.extend([decode_message(body, store=label) for _, body in rows])
-        else:
-            for _, body in rows:
-                message = own.pop(body, None)
-                cache.append(message if message is not None else decode_message(body, store=label))
+        try:
+            if not own:  # nothing this instance wrote waits to be read back: decode every row
+                decoded = [decode_message(body, store=label) for _, body in rows]
+            else:
+                decoded = []
+                for _, body in rows:
+                    message = own.pop(body, None)
+                    if message is None:
+                        message = decode_message(body, store=label)
+                    decoded.append(message)
+        except CorruptStoreError as exc:
+            # The cache stays where it was: the next read meets the same record again.
+            db.damaged(exc)
+            raise
+        cache.extend(decoded)
         self._snapshot = None
         self._last_key = rows[-1][0]
 
@@ -325,14 +366,14 @@ class SQLiteStore:
         if not self._path.exists():
             return []
         db = database_for(self._path, self._durability, self._timeout)
-        return [
-            SessionInfo(
-                id=session_id,
-                message_count=count,
-                updated_at=datetime.fromtimestamp(updated, tz=timezone.utc),
-            )
-            for session_id, count, updated in db.list_sessions()
-        ]
+        infos = []
+        for session_id, count, updated in db.list_sessions():
+            try:
+                when = datetime.fromtimestamp(updated, tz=timezone.utc)
+            except (OverflowError, OSError, ValueError):
+                raise db.damage(f"session {session_id!r} has an impossible update time") from None
+            infos.append(SessionInfo(id=session_id, message_count=count, updated_at=when))
+        return infos
 
     def close(self) -> None:
         """Close this process's connection to the file (sessions reopen it on next use)."""

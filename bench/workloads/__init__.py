@@ -16,6 +16,7 @@ NAMES = (
     "concurrency",
     "context_economy",
     "billed_context",
+    "real_server",
 )
 """Workload module names; ``--only`` takes these (or their numbers, from 1)."""
 

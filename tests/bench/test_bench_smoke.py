@@ -53,6 +53,8 @@ def report() -> Any:
 def test_every_workload_reports_rows_with_aniki_figures(report: Any) -> None:
     assert [section.number for section in report.sections] == list(range(1, len(NAMES) + 1))
     for section in report.sections:
+        if not section.rows and section.missing_servers and not ON_CI:
+            continue  # a server this machine lacks (under CI, the next test fails instead)
         assert section.rows, f"workload {section.number} produced no rows"
         for row in section.rows:
             assert "aniki" in row.values, f"{section.number}: {row.measure} has no aniki figure"

@@ -99,7 +99,7 @@ def header_id(data: bytes, *, store: str) -> str | None:
 def _fields(line: bytes, store: str) -> dict[str, Any]:
     try:
         fields = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         fields = None
     if (
         not isinstance(fields, dict)
@@ -109,8 +109,10 @@ def _fields(line: bytes, store: str) -> dict[str, Any]:
         or not isinstance(fields.get("id"), str)
     ):
         raise CorruptStoreError(
-            "the file is not an aniki session file (its first line is not an aniki header); "
-            "keep other files out of the session directory",
+            "the file is not an aniki session file, or its header is damaged (its first line "
+            "is not an aniki header); no write is made to it. Keep other files out of the "
+            "session directory; a damaged session file: restore it from a backup or move it "
+            "aside",
             store=store,
         )
     if fields["version"] > SCHEMA_VERSION:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ..errors import CorruptStoreError, StoreUnavailableError, UserError
 from ._codec import decode_messages
-from ._file_format import HEADER_READ, header_id
+from ._file_format import DATA_SUFFIX, HEADER_READ, file_stem, header_id
 from .base import SessionInfo
 
 T = TypeVar("T")
@@ -136,18 +136,27 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+_META_HINT = (
+    "no write is made to it. It holds only derived state (a summary, a window's cut), which "
+    "is made again: move it aside or delete it"
+)
+
+
 def read_meta(path: Path, generation: int, *, store: str) -> dict[str, Any]:
     """The derived-state values in the meta file ``path`` for ``generation`` (stale: none)."""
     try:
         document = json.loads(path.read_bytes())
     except FileNotFoundError:
         return {}
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise CorruptStoreError(
-            f"the meta file {path.name} is not valid JSON", store=store
+            f"the meta file {path.name} is damaged: it is not valid JSON; {_META_HINT}",
+            store=store,
         ) from exc
     if not isinstance(document, dict) or not isinstance(document.get("values"), dict):
-        raise CorruptStoreError(f"the meta file {path.name} is not an aniki meta file", store=store)
+        raise CorruptStoreError(
+            f"the meta file {path.name} is not an aniki meta file; {_META_HINT}", store=store
+        )
     # Written before a clear() that died before deleting it: stale.
     values: dict[str, Any] = document["values"]
     return values if document.get("generation") == generation else {}
@@ -174,7 +183,10 @@ EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
 
 
 def describe(path: Path) -> SessionInfo | None:
-    """What ``list_sessions`` shows of a session file; ``None`` for an empty or foreign one."""
+    """What ``list_sessions`` shows of a session file; ``None`` for an empty one.
+
+    Raises the :class:`~aniki.StoreError` that keeps it out of a listing: damaged, foreign,
+    newer, named for another session, or unreadable."""
     label = f"file://{path}"
     try:
         with path.open("rb") as file, flock(file.fileno(), exclusive=False):
@@ -187,6 +199,13 @@ def describe(path: Path) -> SessionInfo | None:
     session_id = header_id(data[:HEADER_READ], store=label)
     if session_id is None:
         return None
+    if path.name != file_stem(session_id) + DATA_SUFFIX:
+        raise CorruptStoreError(
+            f"the file belongs to session {session_id!r} but is not named for it (copied or "
+            f"renamed?); move it out of the directory, or rename it to "
+            f"{file_stem(session_id) + DATA_SUFFIX}",
+            store=label,
+        )
     body = data[data.index(b"\n") + 1 : data.rfind(b"\n") + 1]
     count = sum(len(decode_messages(line, store=label)) for line in body.split(b"\n") if line)
     if not count:

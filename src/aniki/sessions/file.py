@@ -25,16 +25,17 @@ Needs POSIX file locks (Linux, macOS); on Windows use :class:`~aniki.sessions.SQ
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import StoreUnavailableError, UserError
+from ..errors import CorruptStoreError, StoreError, StoreUnavailableError, UserError
 from ..messages import Message, MessageLike
 from ._codec import (
     Durability,
@@ -73,8 +74,18 @@ from ._file_io import (
 )
 from ._fork import count as fork_count
 from .base import SessionInfo
+from .memory import meta_json
 
 __all__ = ["FileSession", "FileStore"]
+
+logger = logging.getLogger("aniki")
+
+_DAMAGE_HINT = (
+    "No write is made to a damaged file: repair or delete that line, restore the file from a "
+    "backup, or move the file aside (the session then starts empty)"
+)
+_DAMAGED: dict[tuple[int, int], str] = {}
+"""Session files this process found damaged, by (device, inode): no write goes to them."""
 
 
 def _directory(directory: str | os.PathLike[str]) -> Path:
@@ -190,10 +201,12 @@ class FileSession:
         """Delete the history and its derived state; other instances see it on their next read."""
         with self._locked(create=False, exclusive=True) as fd:
             if fd is None:
+                read_meta(self._meta_path, 0, store=self._label)  # damaged: refuse
                 self._meta_path.unlink(missing_ok=True)
                 self._reset(None, 0)
                 return
-            generation, start = self._writable_header(fd)
+            generation, start = self._checked_for_write(fd)
+            read_meta(self._meta_path, generation, store=self._label)  # damaged: refuse
             # The generation goes first: a crash before the truncation then only looks as if
             # the clear never happened, to every reader.
             os.pwrite(fd, header(self._id, generation + 1), 0)
@@ -208,7 +221,7 @@ class FileSession:
         with self._locked(create=False, exclusive=False) as fd:
             if fd is None:
                 return None
-            head = parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
+            head = self._head(fd)
             return read_meta(
                 self._meta_path, 0 if head is None else head[0], store=self._label
             ).get(key)
@@ -218,10 +231,28 @@ class FileSession:
         check_meta_key(key)
         if value is not None:
             value = json.loads(encode_meta(key, value))
+        self._update_meta(key, lambda current: True, value)
+
+    def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
+        """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
+
+        Atomic across processes: it holds the session file's exclusive lock, which every
+        meta write takes. Values are compared as JSON (same types and values, any key
+        order); ``expected=None`` means the key is absent, and ``value=None`` deletes it.
+        """
+        check_meta_key(key)
+        wanted = meta_json(key, expected)
+        if value is not None:
+            value = json.loads(encode_meta(key, value))
+        return self._update_meta(key, lambda current: meta_json(key, current) == wanted, value)
+
+    def _update_meta(self, key: str, condition: Callable[[Any], bool], value: Any) -> bool:
         with self._locked(create=True, exclusive=True) as fd:
             assert fd is not None
-            generation, _ = self._writable_header(fd)
+            generation, _ = self._checked_for_write(fd)
             values = read_meta(self._meta_path, generation, store=self._label)
+            if not condition(values.get(key)):
+                return False
             if value is None:
                 values.pop(key, None)
             else:
@@ -229,6 +260,7 @@ class FileSession:
             document = {"aniki": "meta", "generation": generation, "values": values}
             data = json.dumps(document, ensure_ascii=False).encode("utf-8")
             replace_file(self._meta_path, data, durable=self._durability == "full")
+            return True
 
     def close(self) -> None:
         """Close the file and drop the cache; the session reopens it on next use."""
@@ -281,7 +313,10 @@ class FileSession:
         )
 
     def _append_locked(self, fd: int, batch: list[Message], payload: bytes) -> None:
-        size = os.fstat(fd).st_size
+        status = os.fstat(fd)
+        if _DAMAGED and (status.st_dev, status.st_ino) in _DAMAGED:
+            raise self._refused(status)
+        size = status.st_size
         generation: int | None
         start = self._start
         if start and size == self._offset >= start and os.pread(fd, 1, size - 1) == b"\n":
@@ -290,7 +325,9 @@ class FileSession:
             # read sees the new generation and starts over, so extending the cache is safe.
             generation, end = self._generation, size
         else:
-            generation, start = self._writable_header(fd)
+            # Every record this instance has not read is decoded first: nothing is ever
+            # appended to a file with a damaged line.
+            generation, start = self._checked_for_write(fd)
             self._start = start
             end = end_of_records(fd, start)
             if end == start and (self._generation, self._offset) != (generation, end):
@@ -321,43 +358,101 @@ class FileSession:
         self._closer = weakref.finalize(self, os.close, fd)
         return fd
 
-    def _writable_header(self, fd: int) -> tuple[int, int]:
-        """The header's generation and length, writing a fresh header if there is none."""
-        head = parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
-        if head is not None:
-            return head
-        fresh = header(self._id, 0)
-        os.ftruncate(fd, 0)
-        write_at(fd, fresh, 0)
-        return 0, len(fresh)
+    def _checked_for_write(self, fd: int) -> tuple[int, int]:
+        """The header's generation and length, once every record this instance has not read
+        yet decodes; a file without a header gets a fresh one.
+
+        Raises :class:`~aniki.CorruptStoreError` before anything is written when the header
+        or a record is damaged, so a write never lands in (or cuts) a damaged file.
+        """
+        if _DAMAGED:
+            status = os.fstat(fd)
+            if (status.st_dev, status.st_ino) in _DAMAGED:
+                raise self._refused(status)
+        head = self._head(fd)
+        if head is None:  # empty, or its creation was cut short: nothing to lose
+            fresh = header(self._id, 0)
+            os.ftruncate(fd, 0)
+            write_at(fd, fresh, 0)
+            return 0, len(fresh)
+        self._read_records(fd, head)
+        return head
 
     def _refresh(self, fd: int) -> None:
-        head = parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
+        head = self._head(fd)
         if head is None:
             self._reset(None, 0)
             return
+        self._read_records(fd, head)
+
+    def _read_records(self, fd: int, head: tuple[int, int]) -> None:
+        """Bring the cache up to the file's last complete line (header ``head`` checked)."""
         generation, start = head
         self._start = start
         size = os.fstat(fd).st_size
         if generation != self._generation or size < self._offset:
             self._reset(generation, start)
-        if size <= self._offset:
-            return
-        data = os.pread(fd, size - self._offset, self._offset)
-        complete = data.rfind(b"\n") + 1  # a torn last line is not a record
-        if complete:
-            for line in data[: complete - 1].split(b"\n"):
-                self._cache.extend(decode_messages(line, store=self._label))
-            self._snapshot = None
-            self._offset += complete
+        whole = self._offset == start  # this read covers every record of the file
+        if size > self._offset:
+            data = os.pread(fd, size - self._offset, self._offset)
+            complete = data.rfind(b"\n") + 1  # a torn last line is not a record
+            if complete:
+                decoded: list[Message] = []
+                position = self._offset
+                try:
+                    for line in data[: complete - 1].split(b"\n"):
+                        decoded.extend(decode_messages(line, store=self._label))
+                        position += len(line) + 1
+                except CorruptStoreError as exc:
+                    # The cache stays as it was: later reads and writes meet the line again.
+                    line_number = os.pread(fd, position, 0).count(b"\n") + 1
+                    where = f"line {line_number} (at byte {position})"
+                    raise self._damaged(fd, where, exc) from exc
+                self._cache.extend(decoded)
+                self._snapshot = None
+                self._offset += complete
+        if whole and _DAMAGED:  # the whole file reads well again: it was repaired in place
+            status = os.fstat(fd)
+            _DAMAGED.pop((status.st_dev, status.st_ino), None)
+
+    def _head(self, fd: int) -> tuple[int, int] | None:
+        try:
+            return parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
+        except CorruptStoreError as exc:
+            self._remember(fd, str(exc))
+            raise
+
+    def _damaged(self, fd: int, where: str, exc: CorruptStoreError) -> CorruptStoreError:
+        reason = str(exc).split(" [store: ")[0]
+        self._remember(fd, f"{where}: {reason}")
+        return CorruptStoreError(
+            f"the session file is damaged: {where} cannot be read ({reason}). {_DAMAGE_HINT}",
+            store=self._label,
+        )
+
+    def _remember(self, fd: int, reason: str) -> None:
+        status = os.fstat(fd)
+        _DAMAGED.setdefault((status.st_dev, status.st_ino), reason.split(" [store: ")[0])
+
+    def _refused(self, status: os.stat_result) -> CorruptStoreError:
+        found = _DAMAGED.get((status.st_dev, status.st_ino), "")
+        return CorruptStoreError(
+            f"the session file was found damaged earlier ({found}). {_DAMAGE_HINT}",
+            store=self._label,
+        )
 
     def _tail(self, fd: int, limit: int) -> tuple[Message, ...]:
-        head = parse_header(os.pread(fd, HEADER_READ, 0), self._id, store=self._label)
+        head = self._head(fd)
         if head is None or limit == 0:
             return ()
         self._start = head[1]
         label = self._label
-        found = last_records(fd, head[1], limit, lambda line: decode_messages(line, store=label))
+        try:
+            found = last_records(
+                fd, head[1], limit, lambda line: decode_messages(line, store=label)
+            )
+        except CorruptStoreError as exc:
+            raise self._damaged(fd, "a line near its end", exc) from exc
         return tuple(found[-limit:])
 
     def _reset(self, generation: int | None, offset: int) -> None:
@@ -396,15 +491,43 @@ class FileStore:
         """The session ``id`` of this directory."""
         return FileSession(id, self._dir, durability=self._durability)
 
-    def list_sessions(self) -> list[SessionInfo]:
-        """Every session holding messages, most recently updated first (no directory: none)."""
-        if not self._dir.is_dir():
-            return []
-        infos = [
-            info
-            for path in self._dir.iterdir()
-            if path.name.endswith(DATA_SUFFIX) and (info := describe(path)) is not None
-        ]
+    def list_sessions(self, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:
+        """Every session holding messages, most recently updated first (no directory: none).
+
+        A ``.jsonl`` file that cannot be listed (damaged, of another program, written by a
+        newer aniki, named for another session, unreadable) is left out, and the rest are
+        still listed. Each such file gives one :class:`~aniki.StoreError` naming it (its
+        ``store`` is ``file://<path>``; a damaged or foreign file gives a
+        :class:`~aniki.CorruptStoreError`): appended to ``problems`` when a list is passed,
+        logged as a warning on the ``aniki`` logger otherwise. Example::
+
+            problems: list[StoreError] = []
+            for info in FileStore("chats/").list_sessions(problems=problems):
+                print(info.id, info.message_count)
+            for problem in problems:
+                print("skipped:", problem)
+        """
+        try:
+            paths = sorted(self._dir.iterdir()) if self._dir.is_dir() else []
+        except OSError as exc:
+            raise StoreUnavailableError(
+                f"cannot list the session directory ({exc}); check its permissions",
+                store=f"file://{self._dir}",
+            ) from exc
+        infos = []
+        for path in paths:
+            if not path.name.endswith(DATA_SUFFIX):
+                continue
+            try:
+                info = describe(path)
+            except StoreError as error:
+                if problems is None:
+                    logger.warning("aniki: a session file was left out of the list: %s", error)
+                else:
+                    problems.append(error)
+                continue
+            if info is not None:
+                infos.append(info)
         infos.sort(key=lambda info: (-(info.updated_at or EPOCH).timestamp(), info.id))
         return infos
 

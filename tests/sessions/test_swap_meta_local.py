@@ -1,0 +1,188 @@
+"""``_swap_meta``: compare-and-swap of one meta value, for the in-memory, SQLite and file stores.
+
+It sets meta[key] = value only when the stored value equals ``expected`` (as JSON: same
+types and values, any key order; ``None`` means absent), and says whether it did. Several
+threads, instances and processes racing on one key: exactly one swap of a given expected
+value wins, and a counter advanced by compare-and-swap loses no step.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aniki import UserError
+from aniki.sessions import FileSession, InMemorySession, SQLiteSession
+
+Factory = Callable[[], Any]
+
+
+@pytest.fixture(params=["memory", "sqlite", "file"])
+def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
+    """Opens the same session again (the in-memory one is the same instance)."""
+    if request.param == "memory":
+        session = InMemorySession("s")
+        return lambda: session
+    if request.param == "sqlite":
+        return lambda: SQLiteSession("s", tmp_path / "chat.db")
+    return lambda: FileSession("s", tmp_path / "chats")
+
+
+def test_an_absent_key_is_expected_as_none(factory: Factory) -> None:
+    session = factory()
+    assert session._swap_meta("k", None, {"v": 1}) is True
+    assert factory().get_meta("k") == {"v": 1}
+    assert session._swap_meta("k", None, {"v": 2}) is False  # no longer absent
+    assert factory().get_meta("k") == {"v": 1}
+
+
+def test_a_swap_happens_only_from_the_expected_value(factory: Factory) -> None:
+    session = factory()
+    session.set_meta("k", 1)
+    assert session._swap_meta("k", 2, 3) is False
+    assert factory().get_meta("k") == 1
+    assert session._swap_meta("k", 1, 3) is True
+    assert factory().get_meta("k") == 3
+    assert session._swap_meta("other", None, "x") is True  # keys are independent
+    assert factory().get_meta("k") == 3
+
+
+def test_none_as_the_new_value_deletes(factory: Factory) -> None:
+    session = factory()
+    session.set_meta("k", "v")
+    assert session._swap_meta("k", "v", None) is True
+    assert factory().get_meta("k") is None
+    assert session._swap_meta("k", None, None) is True  # absent stays absent: it matched
+
+
+def test_values_are_compared_as_json(factory: Factory) -> None:
+    session = factory()
+    session.set_meta("k", {"a": [1, 2], "b": {"x": None, "y": "é"}})
+    assert session._swap_meta("k", {"b": {"y": "é", "x": None}, "a": [1, 2]}, "reordered")
+    session.set_meta("k", [1, 2])
+    assert session._swap_meta("k", (1, 2), "a tuple is a JSON array") is True
+    for stored, other in [(1, 1.0), (1, True), (0, False), ("1", 1), ([], {})]:
+        session.set_meta("k", stored)
+        assert session._swap_meta("k", other, "no") is False, (stored, other)
+        assert factory().get_meta("k") == stored
+        assert session._swap_meta("k", stored, "yes") is True
+
+
+def test_bad_arguments_are_user_errors_and_change_nothing(factory: Factory) -> None:
+    session = factory()
+    session.set_meta("k", 1)
+    with pytest.raises(UserError, match="JSON-safe"):
+        session._swap_meta("k", 1, object())
+    with pytest.raises(UserError, match="JSON-safe"):
+        session._swap_meta("k", float("nan"), 2)
+    with pytest.raises(UserError, match="meta key"):
+        session._swap_meta("", None, 1)
+    assert factory().get_meta("k") == 1
+
+
+def test_clear_drops_what_a_swap_expected(factory: Factory) -> None:
+    session = factory()
+    session.set_meta("k", 1)
+    session.clear()
+    assert session._swap_meta("k", 1, 2) is False
+    assert factory().get_meta("k") is None
+
+
+def test_threads_racing_on_one_key_lose_no_step(factory: Factory) -> None:
+    threads, steps = 6, 40
+    wins: list[int] = []
+    factory()._swap_meta("n", None, 0)
+
+    def advance() -> None:
+        session = factory()  # an instance per thread (the in-memory one is shared)
+        for _ in range(steps):
+            while True:
+                current = session.get_meta("n")
+                if session._swap_meta("n", current, current + 1):
+                    wins.append(current)
+                    break
+
+    workers = [threading.Thread(target=advance) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert factory().get_meta("n") == threads * steps
+    assert sorted(wins) == list(range(threads * steps))  # each value was swapped from once
+
+
+# --- processes --------------------------------------------------------------------------------
+
+PROCESSES = 6
+STEPS = 25
+
+
+def _open(kind: str, place: str) -> Any:
+    if kind == "sqlite":
+        return SQLiteSession("s", Path(place) / "chat.db", timeout=30)
+    return FileSession("s", Path(place) / "chats")
+
+
+def _race_once(kind: str, place: str, barrier: Any, results: Any) -> None:
+    session = _open(kind, place)
+    barrier.wait()
+    results.put((os.getpid(), session._swap_meta("owner", None, os.getpid())))
+
+
+def _count(kind: str, place: str, barrier: Any, results: Any) -> None:
+    session = _open(kind, place)
+    barrier.wait()
+    won: list[int] = []
+    for _ in range(STEPS):
+        while True:
+            current = session.get_meta("n")
+            if session._swap_meta("n", current, current + 1):
+                won.append(current)
+                break
+    results.put(won)
+
+
+def _run_processes(target: Any, kind: str, place: Path) -> list[Any]:
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(PROCESSES)
+    results = context.Queue()
+    workers = [
+        context.Process(target=target, args=(kind, str(place), barrier, results))
+        for _ in range(PROCESSES)
+    ]
+    for worker in workers:
+        worker.start()
+    found = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    return found
+
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+@needs_fork
+@pytest.mark.parametrize("kind", ["sqlite", "file"])
+def test_processes_racing_for_one_expected_value_have_one_winner(kind: str, tmp_path: Path) -> None:
+    for _ in range(3):
+        _open(kind, str(tmp_path)).set_meta("owner", None)
+        outcomes = _run_processes(_race_once, kind, tmp_path)
+        winners = [pid for pid, won in outcomes if won]
+        assert len(winners) == 1
+        assert _open(kind, str(tmp_path)).get_meta("owner") == winners[0]
+
+
+@needs_fork
+@pytest.mark.parametrize("kind", ["sqlite", "file"])
+def test_processes_advancing_a_counter_lose_no_step(kind: str, tmp_path: Path) -> None:
+    _open(kind, str(tmp_path)).set_meta("n", 0)
+    won = [value for values in _run_processes(_count, kind, tmp_path) for value in values]
+    assert sorted(won) == list(range(PROCESSES * STEPS))
+    assert _open(kind, str(tmp_path)).get_meta("n") == PROCESSES * STEPS

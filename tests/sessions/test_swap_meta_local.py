@@ -86,6 +86,19 @@ def test_bad_arguments_are_user_errors_and_change_nothing(factory: Factory) -> N
     assert factory().get_meta("k") == 1
 
 
+def test_a_stored_value_is_a_copy_as_json_keeps_it(factory: Factory) -> None:
+    session = factory()
+    value = {"kept": [1, 2], "pair": (3, 4)}
+    assert session._swap_meta("k", None, value) is True
+    value["kept"].append(99)  # changing the object passed in changes nothing stored
+    assert factory().get_meta("k") == {"kept": [1, 2], "pair": [3, 4]}
+    session.set_meta("j", value)
+    value["kept"].append(100)
+    assert factory().get_meta("j") == {"kept": [1, 2, 99], "pair": [3, 4]}
+    with pytest.raises(UserError, match="JSON-safe"):
+        session.set_meta("j", {1, 2})  # every store refuses what JSON cannot hold
+
+
 def test_clear_drops_what_a_swap_expected(factory: Factory) -> None:
     session = factory()
     session.set_meta("k", 1)

@@ -74,14 +74,21 @@ class InMemorySession:
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
-        return self._meta.get(key)
+        return self._meta.get(check_meta_key(key))
 
     def set_meta(self, key: str, value: Any) -> None:
-        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
-        if value is None:
-            self._meta.pop(key, None)
-        else:
-            self._meta[key] = value
+        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes.
+
+        The value is kept as the persistent stores keep it: checked to be JSON-safe
+        (:class:`~aniki.UserError` if not) and copied, so a later change to the object
+        passed in changes nothing stored, and tuples read back as lists.
+        """
+        check_meta_key(key)
+        with self._meta_lock:
+            if value is None:
+                self._meta.pop(key, None)
+            else:
+                self._meta[key] = json.loads(encode_meta(key, value))
 
     def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
         """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
@@ -91,14 +98,14 @@ class InMemorySession:
         """
         check_meta_key(key)
         wanted = meta_json(key, expected)
-        meta_json(key, value)  # refuse what is not JSON-safe, as set_meta in the other stores
+        stored = None if value is None else json.loads(encode_meta(key, value))
         with self._meta_lock:
             if meta_json(key, self._meta.get(key)) != wanted:
                 return False
-            if value is None:
+            if stored is None:
                 self._meta.pop(key, None)
             else:
-                self._meta[key] = value
+                self._meta[key] = stored
             return True
 
     def __repr__(self) -> str:

@@ -55,7 +55,7 @@ async def test_demo_runs_offline_and_persists(tmp_path: Path) -> None:
     assert "Pack a waterproof jacket" in out
     assert "found 6 messages" in out  # a new process found the conversation
     assert "TokenBudgetSession(400)" in out
-    stored = SQLiteSession("demo", path=store_path(tmp_path)).get_messages()
+    stored = SQLiteSession("demo", path=tmp_path / "demo.db").get_messages()
     assert [m.role for m in stored] == [
         "user",
         "assistant",
@@ -67,7 +67,7 @@ async def test_demo_runs_offline_and_persists(tmp_path: Path) -> None:
 
 
 async def test_sessions_commands_round_trip(tmp_path: Path) -> None:
-    assert (await aniki(tmp_path, "demo"))[0] == 0
+    assert (await aniki(tmp_path, "demo", "--store", f"sqlite:///{store_path(tmp_path)}"))[0] == 0
     code, out, _ = await aniki(tmp_path, "sessions", "list")
     assert code == 0 and "demo" in out and " 6 " in out
 
@@ -230,10 +230,10 @@ async def test_chat_ctrl_c_stops_a_reply_and_keeps_only_the_user_message(tmp_pat
         os.write(master, b"\x03")  # Ctrl-C, delivered by the terminal as SIGINT
         await read_until(b"reply stopped")
         await read_until(b"you>")
-        os.write(master, b"\x03")  # Ctrl-C at the prompt leaves cleanly
+        os.write(master, b"\x03")  # Ctrl-C at the prompt leaves, as interrupted
         code = await asyncio.wait_for(process.wait(), 30)
         os.close(master)
-    assert code == 0, screen.decode(errors="replace")
+    assert code == 130, screen.decode(errors="replace")
     assert b"Traceback" not in screen
     stored = SQLiteSession("tty", path=store_path(tmp_path)).get_messages()
     assert [(m.role, m.content) for m in stored] == [("user", "tell me a story")]

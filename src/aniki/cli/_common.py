@@ -1,27 +1,39 @@
-"""What every ``aniki`` command shares: the console, the default store, error handling."""
+"""What every ``aniki`` command shares: the console, the default store, error handling.
+
+Data (ids, messages, URLs, error messages quoting them) is printed as text, never as rich
+markup: :func:`text` escapes it, and :func:`fail` escapes what it is given.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
-from ..errors import AnikiError, UserError
+from ..errors import AnikiError, BadRequestError, UserError
+from ..sessions._codec import redact
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
+    "cli_hint",
+    "cli_message",
     "console",
     "default_store_url",
     "err_console",
     "fail",
     "handle_errors",
+    "shown_url",
+    "text",
+    "warn",
 ]
 
 EXIT_FAILED = 1
@@ -31,10 +43,21 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 """Stopped with Ctrl-C."""
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# emoji=False: ":smile:" in a message is text, not an emoji code.
+console = Console(highlight=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def text(value: object) -> str:
+    """``value`` as text that rich prints as it is (``[/]`` stays ``[/]``)."""
+    return escape(str(value))
+
+
+def shown_url(url: str) -> str:
+    """A store URL as printed: any password replaced by ``***``, markup escaped."""
+    return text(redact(url))
 
 
 def default_store_url() -> str:
@@ -42,19 +65,70 @@ def default_store_url() -> str:
     configured = os.environ.get("ANIKI_STORE")
     if configured:
         return configured
+    return f"sqlite:///{data_dir() / 'aniki.db'}"
+
+
+def data_dir() -> Path:
+    """``$ANIKI_HOME``, else the user's data directory for aniki (created if missing)."""
     from platformdirs import user_data_dir
 
     directory = Path(os.environ.get("ANIKI_HOME") or user_data_dir("aniki", appauthor=False))
     directory.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{directory / 'aniki.db'}"
+    return directory
 
 
 def fail(message: str, *, code: int = EXIT_FAILED, hint: str | None = None) -> None:
-    """Print an error (and a hint) to stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}")
+    """Print an error (and a hint) to stderr and exit with ``code``; both are plain text."""
+    err_console.print(f"[bold red]error:[/] {text(message)}")
     if hint:
-        err_console.print(hint)
+        err_console.print(hint, markup=False)
     raise SystemExit(code)
+
+
+def warn(message: str) -> None:
+    """Print one plain-text warning line to stderr."""
+    err_console.print(f"[yellow]warning:[/] {text(message)}")
+
+
+# The SDK's errors name Python arguments; the command has options (or nothing) instead.
+_CLI_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), replacement)
+    for pattern, replacement in (
+        (r"check base_url=", "check --base-url"),
+        (r" or pass api_key=\.\.\.", ""),
+        (r'e\.g\. api_key="none"', "e.g. OPENAI_API_KEY=none"),
+        (r" \(or the api_key= you passed\)", ""),
+        (r", raise max_retries=,", ","),
+        (r"raise timeout= or ", ""),
+        (
+            r"keep less history \(TokenBudgetSession, SummarizingSession\)",
+            "send less history (--max-tokens N or --window N)",
+        ),
+    )
+)
+
+
+def cli_message(exc: BaseException) -> str:
+    """The message of ``exc`` with its hints in the command's terms (options, not keywords)."""
+    message = str(exc)
+    for pattern, replacement in _CLI_WORDS:
+        message = pattern.sub(replacement, message)
+    return message
+
+
+def cli_hint(exc: BaseException, *, base_url: str | None = None) -> str | None:
+    """A hint for the command line beyond the error's own message, if one applies."""
+    if (
+        isinstance(exc, BadRequestError)
+        and exc.status_code == 404
+        and base_url
+        and not base_url.rstrip("/").endswith("/v1")
+    ):
+        return (
+            "OpenAI-compatible servers (Ollama, vLLM, llama.cpp, LM Studio) answer under /v1: "
+            f"try --base-url {base_url.rstrip('/')}/v1"
+        )
+    return None
 
 
 def handle_errors(command: F) -> F:
@@ -65,14 +139,18 @@ def handle_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except UserError as exc:
-            fail(str(exc), code=EXIT_USAGE)
+            fail(cli_message(exc), code=EXIT_USAGE)
         except AnikiError as exc:
-            fail(f"{exc} ({type(exc).__name__})")
+            hint = cli_hint(exc, base_url=kwargs.get("base_url"))
+            fail(f"{cli_message(exc)} ({type(exc).__name__})", hint=hint)
         except KeyboardInterrupt:
             err_console.print("\ninterrupted")
             raise SystemExit(EXIT_INTERRUPTED) from None
         except click.ClickException:
             raise
+        except OSError as exc:  # a file or directory the command was pointed at
+            where = f"{exc.filename}: " if exc.filename is not None else ""
+            fail(f"{where}{exc.strerror or exc}")
         return None
 
     return wrapper  # type: ignore[return-value]

@@ -2,27 +2,76 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from ..errors import StoreError, UserError
 from ..messages import Message
 from ..sessions.base import SessionInfo
 
-__all__ = ["list_sessions", "open_store_session", "read_messages", "replace_messages"]
+__all__ = [
+    "check_store_url",
+    "list_sessions",
+    "open_store_session",
+    "read_messages",
+    "replace_messages",
+    "split_reference",
+]
+
+# The schemes open_session knows; "file:chats" (relative) is as much a URL as "file:///chats".
+_STORE_URL = re.compile(r"(?i)(memory|sqlite|file|redis|rediss|postgresql|postgres):")
+
+
+def check_store_url(url: str) -> str:
+    """``url`` when it names a store by URL; a :class:`UserError` with the URL to write for a
+    bare path (``chats.db`` -> ``sqlite:///chats.db``, a directory -> ``file:chats``)."""
+    if ":" in url:
+        return url
+    suggestion = f"file:{url}" if Path(url).is_dir() else f"sqlite:///{url}"
+    raise UserError(
+        f"{url!r} is a path, not a store URL: write {suggestion} "
+        "(sqlite:///FILE for a SQLite file, file:DIR for a directory of session files; "
+        "an absolute path keeps its leading slash, as in sqlite:////var/chats.db)"
+    )
+
+
+def split_reference(reference: str, default_url: str) -> tuple[str, str] | None:
+    """``(store URL, session id)`` for a ``URL#ID`` or a plain id; ``None`` for a URL
+    without ``#ID``.
+
+    A reference that starts with a store scheme (``file:``, ``sqlite:``, ``redis:``, ...) is
+    a URL, relative file URLs included; anything else is a session id in ``default_url``.
+    """
+    if not _STORE_URL.match(reference):
+        return default_url, reference
+    url, sep, session_id = reference.rpartition("#")
+    if not sep or not url or not session_id:
+        return None
+    return url, session_id
 
 
 def open_store_session(url: str, session_id: str) -> Any:
     """The session ``session_id`` of the store at ``url``."""
     from ..sessions.url import open_session
 
-    return open_session(url, session_id)
+    return open_session(check_store_url(url), session_id)
 
 
-def list_sessions(url: str) -> list[SessionInfo]:
-    """Every session of the store at ``url``, by id."""
-    from ..sessions.url import list_sessions as list_store
+def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:
+    """Every session of the store at ``url``, by id.
 
-    return sorted(list_store(url), key=lambda info: info.id)
+    A directory store leaves out the files it cannot list and appends a
+    :class:`~aniki.StoreError` for each to ``problems``.
+    """
+    from ..sessions import url as urls
+
+    check_store_url(url)
+    if problems is not None and url.split(":", 1)[0].lower() == "file":
+        store = urls._local_store("file", url)  # the FileStore; it reports files it skipped
+        return sorted(store.list_sessions(problems=problems), key=lambda info: info.id)
+    return sorted(urls.list_sessions(url), key=lambda info: info.id)
 
 
 def read_messages(url: str, session_id: str) -> Sequence[Message]:

@@ -20,7 +20,18 @@ from ..reports import ContextReport
 from ..runner import Runner
 from ..tokens import count_tokens
 from ..usage import Usage
-from ._common import EXIT_USAGE, console, default_store_url, fail, handle_errors
+from ._common import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    cli_hint,
+    cli_message,
+    console,
+    default_store_url,
+    fail,
+    handle_errors,
+    shown_url,
+    text,
+)
 from ._stores import open_store_session
 
 __all__ = ["chat", "resolve_provider"]
@@ -144,12 +155,15 @@ def chat(
 
         session = TokenBudgetSession(stored, max_tokens, model=model)
     agent = Agent("chat", system, model=str(model), provider=provider, session=session)
-    _Chat(agent, stored, session, url).loop()
+    _Chat(agent, stored, session, url, base_url=base_url).loop()
 
 
 class _Chat:
-    def __init__(self, agent: Agent, stored: Any, view: Any, url: str) -> None:
+    def __init__(
+        self, agent: Agent, stored: Any, view: Any, url: str, *, base_url: str | None = None
+    ) -> None:
         self.agent = agent
+        self.base_url = base_url
         self.stored = stored
         self.view = view
         self.url = url
@@ -163,32 +177,34 @@ class _Chat:
     def loop(self) -> None:
         count = len(self.stored.get_messages())
         console.print(
-            f"[bold]aniki chat[/] · session [cyan]{self.stored.id}[/] in {self.url} · "
-            f"model {self.agent.model} · {count} earlier messages · /help for commands"
+            f"[bold]aniki chat[/] · session [cyan]{text(self.stored.id)}[/] in "
+            f"{shown_url(self.url)} · model {text(self.agent.model)} · {count} earlier messages"
+            " · /help for commands"
         )
+        prompt = _prompt()
         try:
             while True:
                 try:
-                    line = console.input("[bold cyan]you>[/] ")
+                    line = input(prompt)
                 except EOFError:
                     console.print()
                     return
                 except KeyboardInterrupt:
                     console.print()
-                    return
-                text = line.strip()
-                if not text:
+                    raise SystemExit(EXIT_INTERRUPTED) from None
+                entered = line.strip()
+                if not entered:
                     continue
-                if text.startswith("/"):
-                    if not self.command(text):
+                if entered.startswith("/"):
+                    if not self.command(entered):
                         return
                     continue
-                self.turn(text)
+                self.turn(entered)
         finally:
             self.loop_.close()
 
-    def command(self, text: str) -> bool:
-        name = text.split()[0].lower()
+    def command(self, entered: str) -> bool:
+        name = entered.split()[0].lower()
         if name in ("/exit", "/quit"):
             return False
         if name == "/history":
@@ -209,7 +225,7 @@ class _Chat:
         elif name == "/help":
             console.print(HELP)
         else:
-            console.print(f"unknown command {name}; /help lists them")
+            console.print(f"unknown command {text(name)}; /help lists them")
         return True
 
     def tokens(self) -> None:
@@ -229,8 +245,8 @@ class _Chat:
                     "none when streaming): the totals leave those replies out[/]"
                 )
 
-    def turn(self, text: str) -> None:
-        task = self.loop_.create_task(self._stream(text))
+    def turn(self, message: str) -> None:
+        task = self.loop_.create_task(self._stream(message))
         interrupted = False
         with contextlib.suppress(NotImplementedError, RuntimeError):
             self.loop_.add_signal_handler(signal.SIGINT, task.cancel)
@@ -242,23 +258,27 @@ class _Chat:
             raise
         except AnikiError as exc:
             # A failed reply (rate limit, timeout, broken stream) ends this turn, not the chat.
-            console.print(f"\n[bold red]error:[/] {exc}")
+            console.print(f"\n[bold red]error:[/] {text(cli_message(exc))}")
+            hint = cli_hint(exc, base_url=self.base_url)
+            if hint:
+                console.print(hint, markup=False)
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 self.loop_.remove_signal_handler(signal.SIGINT)
         if interrupted:
             console.print("\n[yellow]reply stopped; only your message was kept[/]")
 
-    async def _stream(self, text: str) -> None:
+    async def _stream(self, message: str) -> None:
         console.print("[bold green]assistant>[/] ", end="")
-        async with self.runner.stream(self.agent, message=text) as stream:
+        async with self.runner.stream(self.agent, message=message) as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):
                     console.print(event.text, end="", markup=False, soft_wrap=True)
                 elif isinstance(event, ToolCallStarted):
-                    console.print(f"[dim]\\[tool {event.tool_call.name}][/] ", end="")
+                    console.print(f"[dim]\\[tool {text(event.tool_call.name)}][/] ", end="")
                 elif isinstance(event, StreamRestarted):
-                    console.print(f"\n[yellow]stream broke ({event.reason}); retrying[/]\n", end="")
+                    reason = text(event.reason)
+                    console.print(f"\n[yellow]stream broke ({reason}); retrying[/]\n", end="")
         console.print()
         if stream.result is not None:
             self.last_usage = stream.result.usage
@@ -269,4 +289,23 @@ class _Chat:
 
     def print_context(self) -> None:
         for number, report in enumerate(self.last_reports, start=1):
-            console.print(f"[dim]call {number}: {report.describe()}[/]", markup=True)
+            console.print(f"[dim]call {number}: {text(report.describe())}[/]")
+
+
+def _prompt() -> str:
+    """The ``you>`` prompt, with line editing and in-chat history on a terminal.
+
+    Importing :mod:`readline` makes :func:`input` edit lines (arrow keys, Ctrl-A/E, ...) and
+    recall earlier lines with the up arrow, as other terminal programs do; the history lives
+    only as long as the chat. The prompt goes through :func:`input` so that readline knows
+    its width; colour codes are wrapped in ``\\001``/``\\002`` so it does not count them.
+    """
+    import sys
+
+    if not sys.stdin.isatty():
+        return "you> "
+    with contextlib.suppress(ImportError):  # not on every platform
+        import readline  # noqa: F401
+    if not console.is_terminal or console.no_color:
+        return "you> "
+    return "\001\033[1;36m\002you>\001\033[0m\002 "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import shlex
 import subprocess
 import sys
 from typing import Any
@@ -18,19 +19,22 @@ from ..events import RunCompleted, TextDelta, ToolCallCompleted, ToolCallStarted
 from ..messages import Message
 from ..providers.base import ModelRequest, Provider
 from ..runner import Runner
+from ..sessions._codec import redact
 from ..sessions.budget import TokenBudgetSession
 from ..sessions.memory import InMemorySession
 from ..testing.mock import MockProvider, MockReply
 from ..tokens import count_tokens
 from ..tools import tool
 from ..usage import Usage
-from ._common import console, default_store_url, handle_errors
-from ._stores import open_store_session
+from ._common import console, data_dir, handle_errors, shown_url, text
+from ._stores import open_store_session, read_messages
 from .chat import DEFAULT_MODELS, resolve_provider
 
 __all__ = ["demo"]
 
 SESSION_ID = "demo"
+OWN_STORE = "demo.db"
+"""The demo's own SQLite file in the data directory: no other command writes to it."""
 BUDGET = 400
 
 
@@ -132,7 +136,8 @@ def _pieces(text: str) -> list[str]:
     "--store",
     default=None,
     metavar="URL",
-    help="Where the demo conversation is kept (default: the embedded SQLite store).",
+    help="Keep the demo conversation in this store, under a new session id (default: the "
+    "demo's own SQLite file, demo.db in the data directory).",
 )
 @handle_errors
 def demo(
@@ -147,14 +152,36 @@ def demo(
     else:
         provider, model = MockProvider(handler=ScriptedModel("scripted")), "scripted"
         label = "scripted model: canned replies, not a real LLM (pass --provider to go live)"
-    url = store or default_store_url()
-    console.rule(f"[bold]aniki demo[/] · {label}")
-    asyncio.run(_tour(provider, str(model), url, live=live))
+    console.rule(f"[bold]aniki demo[/] · {text(label)}")
+    if store is None:
+        # The demo's own file: its session "demo" is the previous run's, so it starts afresh.
+        url = f"sqlite:///{data_dir() / OWN_STORE}"
+        session_id = SESSION_ID
+        session = open_store_session(url, session_id)
+        session.clear()
+        console.print(f"[dim]the demo keeps its conversation in its own store, {shown_url(url)}[/]")
+    else:
+        # A store the user named: never clear anything there, take an id nobody uses yet.
+        url = store
+        session_id = _unused_id(url)
+        session = open_store_session(url, session_id)
+        console.print(
+            f"[dim]the demo writes the new session {text(repr(session_id))} in {shown_url(url)}[/]"
+        )
+    asyncio.run(_tour(provider, str(model), url, session, live=live))
 
 
-async def _tour(provider: Provider, model: str, url: str, *, live: bool) -> None:
-    session = open_store_session(url, SESSION_ID)
-    session.clear()
+def _unused_id(url: str) -> str:
+    number = 1
+    while True:
+        session_id = SESSION_ID if number == 1 else f"{SESSION_ID}-{number}"
+        if not read_messages(url, session_id):
+            return session_id
+        number += 1
+
+
+async def _tour(provider: Provider, model: str, url: str, session: Any, *, live: bool) -> None:
+    session_id = session.id
     runner = Runner()
 
     console.print("\n[bold]1. An agent with a tool and structured output[/]")
@@ -168,15 +195,15 @@ async def _tour(provider: Provider, model: str, url: str, *, live: bool) -> None
         output_schema=Forecast,
     )
     question = "What's the weather in Oslo?"
-    console.print(f"[cyan]you>[/] {question}")
+    console.print(f"[cyan]you>[/] {text(question)}")
     async for event in runner.stream(forecaster, message=question):
         if isinstance(event, ToolCallStarted):
             call = event.tool_call
-            console.print(f"  [dim]tool call[/] {call.name}({call.arguments})")
+            console.print(f"  [dim]tool call[/] {text(call.name)}({text(call.arguments)})")
         elif isinstance(event, ToolCallCompleted):
-            console.print(f"  [dim]tool result[/] {event.message.content}")
+            console.print(f"  [dim]tool result[/] {text(event.message.content)}")
         elif isinstance(event, RunCompleted):
-            console.print(f"  [dim]validated output[/] {event.result.output!r}")
+            console.print(f"  [dim]validated output[/] {text(repr(event.result.output))}")
             _print_usage(event.result.usage, live=live)
 
     console.print("\n[bold]2. A streamed reply[/] (the same conversation, another agent)")
@@ -188,7 +215,7 @@ async def _tour(provider: Provider, model: str, url: str, *, live: bool) -> None
         session=session,
     )
     question = "Any packing advice for that weather?"
-    console.print(f"[cyan]you>[/] {question}\n[green]assistant>[/] ", end="")
+    console.print(f"[cyan]you>[/] {text(question)}\n[green]assistant>[/] ", end="")
     async for event in runner.stream(assistant, message=question):
         if isinstance(event, TextDelta):
             console.print(event.text, end="", markup=False)
@@ -196,15 +223,18 @@ async def _tour(provider: Provider, model: str, url: str, *, live: bool) -> None
             console.print()
             _print_usage(event.result.usage, live=live)
 
-    console.print(f"\n[bold]3. Persistence[/] in {url}, session {SESSION_ID!r}")
+    console.print(
+        f"\n[bold]3. Persistence[/] in {shown_url(url)}, session {text(repr(session_id))}"
+    )
     stored = len(session.get_messages())
     console.print(f"this process stored {stored} messages; a new process opens the store:")
-    console.print(f"  [dim]{_restart(url)}[/]")
+    console.print(f"  [dim]{text(_restart(url, session_id))}[/]")
 
     console.print("\n[bold]4. A token budget[/]: tokens sent per turn, with and without it")
     await _budget_table(provider, model, turns=5 if live else 30)
+    again = f"aniki sessions show {shlex.quote(session_id)} --store {shlex.quote(redact(url))}"
     console.print(
-        f"\nSee the conversation again with [bold]aniki sessions show {SESSION_ID}[/], "
+        f"\nSee the conversation again with [bold]{text(again)}[/], "
         "or start your own with [bold]aniki chat[/]."
     )
 
@@ -214,7 +244,7 @@ def _print_usage(usage: Usage, *, live: bool) -> None:
     console.print(f"  [dim]usage, {source}:[/] {usage.describe()}")
 
 
-def _restart(url: str) -> str:
+def _restart(url: str, session_id: str) -> str:
     code = (
         "import sys\n"
         "from aniki.sessions.url import open_session\n"
@@ -222,7 +252,7 @@ def _restart(url: str) -> str:
         "print(f'found {len(messages)} messages; the last says: {messages[-1].content[:60]!r}')\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, url, SESSION_ID], capture_output=True, text=True, check=False
+        [sys.executable, "-c", code, url, session_id], capture_output=True, text=True, check=False
     )
     return (done.stdout or done.stderr).strip()
 

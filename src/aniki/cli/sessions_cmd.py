@@ -7,16 +7,28 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
-from ..errors import ValidationError
+from ..errors import StoreError
 from ..messages import Message
+from ..sessions._codec import redact as redact_url
 from ..tokens import count_tokens
-from ._common import EXIT_FAILED, EXIT_USAGE, console, default_store_url, fail, handle_errors
-from ._stores import list_sessions, read_messages, replace_messages
+from ._common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    console,
+    default_store_url,
+    fail,
+    handle_errors,
+    shown_url,
+    text,
+    warn,
+)
+from ._imports import parse_export
+from ._stores import list_sessions, read_messages, replace_messages, split_reference
 
 __all__ = ["sessions"]
 
@@ -41,20 +53,29 @@ def sessions() -> None:
 @store_option
 @handle_errors
 def list_command(store: str | None) -> None:
-    """List the sessions of a store: ids, message counts, last update, estimated tokens."""
+    """List the sessions of a store: ids, message counts, last update, estimated tokens.
+
+    Files of a directory store that cannot be listed (damaged, foreign) are left out with a
+    warning each, and the command then exits with 1.
+    """
     url = store or default_store_url()
-    infos = list_sessions(url)
-    table = Table(title=f"sessions in {url}", title_justify="left")
+    problems: list[StoreError] = []
+    infos = list_sessions(url, problems=problems)
+    table = Table(title=Text(f"sessions in {redact_url(url)}"), title_justify="left")
     for column in ("id", "messages", "last update", "~tokens"):
         table.add_column(column, justify="right" if column != "id" else "left")
     for info in infos:
         tokens = count_tokens(read_messages(url, info.id))
         updated = info.updated_at.strftime("%Y-%m-%d %H:%M:%S") if info.updated_at else "-"
-        table.add_row(info.id, str(info.message_count), updated, f"{tokens:,}")
+        table.add_row(Text(info.id), str(info.message_count), updated, f"{tokens:,}")
     if infos:
         console.print(table)
     else:
-        console.print(f"no sessions in {url}")
+        console.print(f"no sessions in {shown_url(url)}")
+    for problem in problems:
+        warn(f"left out of the list: {problem}")
+    if problems:
+        raise SystemExit(EXIT_FAILED)
 
 
 @sessions.command("show")
@@ -90,12 +111,18 @@ def show_command(session_id: str, store: str | None) -> None:
 def export_command(session_id: str, store: str | None, fmt: str, output: Path | None) -> None:
     """Export a session as JSON lines, one JSON document, or Markdown."""
     url = store or default_store_url()
-    text = render(session_id, _existing(url, session_id), fmt)
+    rendered = render(session_id, _existing(url, session_id), fmt)
     if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
-        console.print(f"exported {session_id!r} to {output}")
+        sys.stdout.write(rendered)
+        return
+    try:
+        output.write_text(rendered, encoding="utf-8")
+    except OSError as exc:
+        fail(
+            f"cannot write {output}: {exc.strerror or exc}",
+            hint="check that the directory exists and that you may write to it",
+        )
+    console.print(f"exported {text(repr(session_id))} to {text(output)}")
 
 
 @sessions.command("import")
@@ -110,18 +137,23 @@ def export_command(session_id: str, store: str | None, fmt: str, output: Path | 
 @click.option("--replace", is_flag=True, help="Replace the session if it already has messages.")
 @handle_errors
 def import_command(file: Path, store: str | None, session_id: str | None, replace: bool) -> None:
-    """Import a session from a JSON-lines or JSON export."""
+    """Import a session from a JSON-lines or JSON export.
+
+    The whole file is checked before anything is written: every message valid, every tool
+    result right after the assistant message whose call it answers, every call answered.
+    A file without messages is refused.
+    """
     url = store or default_store_url()
     found_id, messages = parse_export(file)
     target = session_id or found_id or file.stem
     if read_messages(url, target) and not replace:
         fail(
-            f"session {target!r} already has messages in {url}",
+            f"session {target!r} already has messages in {redact_url(url)}",
             code=EXIT_USAGE,
             hint="pass --replace to overwrite it, or --id to import under another id",
         )
     replace_messages(url, target, messages)
-    console.print(f"imported {len(messages)} messages into {target!r}")
+    console.print(f"imported {len(messages)} messages into {text(repr(target))}")
 
 
 @sessions.command("rm")
@@ -136,7 +168,7 @@ def rm_command(session_id: str, store: str | None, yes: bool) -> None:
     if not yes and sys.stdin.isatty():
         click.confirm(f"delete {count} messages of {session_id!r}?", abort=True)
     replace_messages(url, session_id, [])
-    console.print(f"deleted {session_id!r} ({count} messages)")
+    console.print(f"deleted {text(repr(session_id))} ({count} messages)")
 
 
 @sessions.command("copy")
@@ -157,30 +189,33 @@ def copy_command(source: str, destination: str, store: str | None, replace: bool
     messages = _existing(src_url, src_id)
     if read_messages(dst_url, dst_id) and not replace:
         fail(
-            f"session {dst_id!r} already has messages in {dst_url}",
+            f"session {dst_id!r} already has messages in {redact_url(dst_url)}",
             code=EXIT_USAGE,
             hint="pass --replace to overwrite it",
         )
     replace_messages(dst_url, dst_id, messages)
-    console.print(f"copied {len(messages)} messages to {dst_id!r} in {dst_url}")
+    console.print(
+        f"copied {len(messages)} messages to {text(repr(dst_id))} in {shown_url(dst_url)}"
+    )
 
 
 def _reference(reference: str, default_url: str) -> tuple[str, str]:
-    if "://" in reference or reference.startswith("memory:"):
-        url, sep, session_id = reference.rpartition("#")
-        if not sep or not session_id:
-            fail(
-                f"{reference!r} names a store but no session: write URL#SESSION_ID", code=EXIT_USAGE
-            )
-        return url, session_id
-    return default_url, reference
+    found = split_reference(reference, default_url)
+    if found is None:
+        fail(
+            f"{redact_url(reference)!r} names a store but no session: write URL#SESSION_ID "
+            "(a session id that starts like a store URL is written as --store URL#ID too)",
+            code=EXIT_USAGE,
+        )
+        raise AssertionError("unreachable")
+    return found
 
 
 def _existing(url: str, session_id: str) -> Sequence[Message]:
     messages = read_messages(url, session_id)
     if not messages:
         fail(
-            f"no session {session_id!r} in {url}",
+            f"no session {session_id!r} in {redact_url(url)}",
             code=EXIT_FAILED,
             hint="`aniki sessions list` shows the sessions of a store",
         )
@@ -191,12 +226,12 @@ def _print_message(message: Message) -> None:
     colors = {"system": "magenta", "user": "cyan", "assistant": "green", "tool": "yellow"}
     label = f"[bold {colors[message.role]}]{message.role}[/]"
     if message.tool_call_id:
-        label += f" [dim](answers {message.tool_call_id})[/]"
+        label += f" [dim](answers {text(message.tool_call_id)})[/]"
     console.print(label)
     if message.content:
         console.print(message.content, markup=False)
     for call in message.tool_calls:
-        console.print(f"  → {call.name}({call.arguments}) [dim]{call.id}[/]", markup=True)
+        console.print(f"  → {text(call.name)}({text(call.arguments)}) [dim]{text(call.id)}[/]")
     console.print()
 
 
@@ -224,21 +259,3 @@ def render(session_id: str, messages: Sequence[Message], fmt: str) -> str:
         for call in message.tool_calls:
             parts.append(f"- tool call `{call.name}` `{call.id}`: `{call.arguments}`\n")
     return "\n".join(parts)
-
-
-def parse_export(file: Path) -> tuple[str | None, list[Message]]:
-    """Read a ``json`` or ``jsonl`` export: ``(session id if recorded, messages)``."""
-    text = file.read_text(encoding="utf-8")
-    try:
-        stripped = text.lstrip()
-        if stripped.startswith("{") and '"messages"' in stripped[:4096]:
-            document: Any = json.loads(text)
-            if isinstance(document, dict) and isinstance(document.get("messages"), list):
-                return document.get("id"), [Message.from_dict(m) for m in document["messages"]]
-        lines = [line for line in text.splitlines() if line.strip()]
-        return None, [Message.from_dict(json.loads(line)) for line in lines]
-    except json.JSONDecodeError as exc:
-        fail(f"{file} is not a JSON or JSON-lines export: {exc}", code=EXIT_USAGE)
-    except ValidationError as exc:
-        fail(f"{file} holds an invalid message: {exc}", code=EXIT_USAGE)
-    raise AssertionError("unreachable")

@@ -244,3 +244,31 @@ def test_a_damaged_file_moved_aside_lets_a_new_store_start_at_the_same_path(
     path.rename(tmp_path / "chat.db.damaged")
     SQLiteSession("s", path).add_message(Message("user", "fresh"))
     assert SQLiteSession("s", path).get_messages() == (Message("user", "fresh"),)
+
+
+def test_every_single_bit_flip_of_the_header_is_harmless_or_refused(
+    pristine: bytes, tmp_path: Path
+) -> None:
+    # Exhaustive over the 84 header bytes SQLite reads after the magic: 672 files.
+    outcomes: Counter[str] = Counter()
+    expected = tuple(_history(0))
+    for offset in range(16, 100):
+        for bit in range(8):
+            data = bytearray(pristine)
+            data[offset] ^= 1 << bit
+            path = tmp_path / f"flip-{offset}-{bit}.db"
+            path.write_bytes(bytes(data))
+            try:
+                read = _run(READS["get_messages"], path, SESSIONS[0])
+                if read == "ok":  # a harmless bit: the history reads back exactly
+                    assert SQLiteSession(SESSIONS[0], path).get_messages() == expected
+                write = _run(WRITES["add_message"], path, SESSIONS[0])
+                if read != "ok":
+                    assert write != "ok", f"byte {offset} bit {bit}: written after an error"
+            finally:
+                SQLiteStore(path).close()
+            if read != "ok":
+                assert path.read_bytes() == bytes(data), f"byte {offset} bit {bit}: changed"
+            outcomes[f"{read}, then {write}"] += 1
+            path.unlink()
+    print("\nheader bit flips:", dict(outcomes))

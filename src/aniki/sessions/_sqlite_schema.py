@@ -144,7 +144,7 @@ def _expected_schema(steps: tuple[str, ...]) -> frozenset[tuple[str, str, str | 
             for statement in step.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-        return frozenset(_schema_rows(conn))
+        return frozenset(row for row in _schema_rows(conn) if _ours(row[1]))
     finally:
         conn.close()
 
@@ -171,15 +171,28 @@ def _check_pages(conn: sqlite3.Connection, path: Path, label: str) -> None:
 
 
 def _check_schema(conn: sqlite3.Connection, version: int, path: Path, label: str) -> None:
+    """An aniki store's own objects (named ``aniki_*``, with their automatic indexes) must be
+    exactly those its schema version creates; objects of other names are left alone."""
+    if version < 1:  # aniki writes the version together with the tables: never 0 or less
+        raise CorruptStoreError(
+            f"the database file is damaged: it is marked as an aniki store but gives schema "
+            f"version {version}; {damage_hint(path)}",
+            store=label,
+        )
     expected = _expected_schema(tuple(MIGRATIONS[:version]))
-    missing = expected - set(_schema_rows(conn))
-    if missing:
-        names = ", ".join(sorted({name for _, name, _ in missing}))
+    actual = {row for row in _schema_rows(conn) if _ours(row[1])}
+    differing = (expected - actual) | (actual - expected)
+    if differing:
+        names = ", ".join(sorted({name for _, name, _ in differing}))
         raise CorruptStoreError(
             f"the database file is damaged: its schema is not the one aniki created ({names} "
             f"missing or changed); {damage_hint(path)}",
             store=label,
         )
+
+
+def _ours(name: str) -> bool:
+    return name.startswith(("aniki_", "sqlite_autoindex_aniki_"))
 
 
 def prepare_schema(conn: sqlite3.Connection, path: Path, label: str) -> None:
@@ -245,7 +258,7 @@ def _inspect(conn: sqlite3.Connection, path: Path, label: str) -> tuple[int, int
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if app_id == APPLICATION_ID and 0 < version <= schema_version():
+        if app_id == APPLICATION_ID and version <= schema_version():
             _check_schema(conn, version, path, label)
         if app_id == APPLICATION_ID and conn.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
             raise CorruptStoreError(

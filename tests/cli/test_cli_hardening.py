@@ -369,3 +369,30 @@ async def test_chat_ctrl_c_at_the_prompt_exits_130(tmp_path: Path) -> None:
     code = await term.exit_code()
     assert code == EXIT_INTERRUPTED, term.screen.decode("replace")
     assert b"Traceback" not in term.screen
+
+
+async def test_a_missing_key_hint_names_no_argument(tmp_path: Path) -> None:
+    args = ["chat", "--provider", "anthropic", "--base-url", "http://127.0.0.1:1", "--model", "m"]
+    code, _, err = await run(tmp_path, *args, stdin="hi\n")
+    assert code == EXIT_FAILED
+    assert "ANTHROPIC_API_KEY" in err and "api_key=" not in err
+
+
+async def test_a_locked_sqlite_store_hint_names_the_url_option(tmp_path: Path) -> None:
+    import sqlite3
+
+    SQLiteSession("s", path=store_path(tmp_path)).add_message(Message(role="user", content="hi"))
+    file = tmp_path / "in.jsonl"
+    file.write_text(_lines(USER))
+    holder = sqlite3.connect(store_path(tmp_path), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        url = f"{db(tmp_path)}?timeout=0.2"
+        code, _, err = await run(
+            tmp_path, "sessions", "import", str(file), "--id", "t", "--store", url
+        )
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == EXIT_FAILED
+    assert "?timeout=SECONDS" in err and "timeout=\n" not in err and "raise timeout=" not in err

@@ -100,6 +100,7 @@ _CLI_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r" \(or the api_key= you passed\)", ""),
         (r", raise max_retries=,", ","),
         (r"raise timeout= or ", ""),
+        (r"raise timeout=", "add ?timeout=SECONDS to the sqlite:/// store URL"),
         (
             r"keep less history \(TokenBudgetSession, SummarizingSession\)",
             "send less history (--max-tokens N or --window N)",

@@ -255,6 +255,7 @@ class _Chat:
         except asyncio.CancelledError:
             interrupted = True
         except (AuthenticationError, StoreError):
+            console.print()  # end the "assistant>" line before the error
             raise
         except AnikiError as exc:
             # A failed reply (rate limit, timeout, broken stream) ends this turn, not the chat.

@@ -26,6 +26,8 @@ from ..messages import Message, to_messages
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "MAX_LIMIT",
+    "MAX_META_DEPTH",
     "SCHEMA_VERSION",
     "Durability",
     "check_durability",
@@ -149,8 +151,16 @@ def _corrupt(text: str | bytes, exc: Exception, store: str) -> CorruptStoreError
     )
 
 
+MAX_META_DEPTH = 200
+"""How deeply lists and dicts may nest in a derived-state value (a summary needs two or three)."""
+
+MAX_LIMIT = 2**62
+"""The largest ``limit`` handed to a store: every store's integers hold it, with room to add."""
+
+
 def encode_meta(key: str, value: Any) -> str:
     """A derived-state value as JSON text; :class:`~aniki.UserError` when it is not JSON-safe."""
+    _check_depth(key, value)
     try:
         return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
@@ -160,12 +170,35 @@ def encode_meta(key: str, value: Any) -> str:
         ) from exc
 
 
+def _check_depth(key: str, value: Any) -> None:
+    # Walked without recursion: the encoder itself would die of RecursionError (or worse, on a
+    # small thread stack) long before it could say what is wrong.
+    # A container met again is walked again only when met deeper (a shared subtree costs
+    # little; a cycle grows deeper each time round and ends as "too deep").
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    deepest: dict[int, int] = {}
+    while pending:
+        node, depth = pending.pop()
+        if not isinstance(node, (list, tuple, dict)) or deepest.get(id(node), 0) >= depth:
+            continue
+        if depth > MAX_META_DEPTH:
+            raise UserError(
+                f"set_meta({key!r}, ...) got a value nested more than {MAX_META_DEPTH} levels "
+                "deep (or one that contains itself); store a flatter value"
+            )
+        deepest[id(node)] = depth
+        items = node.values() if isinstance(node, dict) else node
+        pending.extend((item, depth + 1) for item in items)
+
+
 def decode_meta(text: str | bytes, *, store: str) -> Any:
     """The derived-state value stored as ``text``."""
     try:
         return json.loads(text)
-    except ValueError as exc:
-        raise CorruptStoreError(f"a stored meta value cannot be read: {exc}", store=store) from exc
+    except (ValueError, RecursionError) as exc:
+        raise CorruptStoreError(
+            f"a stored meta value cannot be read: {str(exc)[:200]}", store=store
+        ) from exc
 
 
 def check_session_id(session_id: object) -> str:
@@ -215,12 +248,17 @@ def check_path(path: object, what: str) -> str:
 
 
 def check_limit(limit: object) -> int | None:
-    """``limit`` for ``get_messages(limit=...)``: ``None`` (everything) or an ``int``."""
+    """``limit`` for ``get_messages(limit=...)``: ``None`` (everything) or an ``int``.
+
+    Any ``int`` is accepted, as "at most this many": a negative one reads nothing (as ``0``)
+    and one above :data:`MAX_LIMIT` (more messages than any store can hold) reads everything,
+    so no store ever sees an integer its driver or SQL cannot represent.
+    """
     if limit is None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise UserError(f"limit must be an int or None, got {type(limit).__name__}")
-    return limit
+    return min(max(int(limit), 0), MAX_LIMIT)
 
 
 def check_durability(durability: object) -> Durability:

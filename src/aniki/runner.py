@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from ._run import session_io
+from ._run.deadline import Deadline
 from ._run.loop import Outcome, RunPlan, execute
 from ._run.streaming import StreamedRun
 from .agent import Agent, Middleware
 from .context import Context
-from .errors import RunTimeoutError, UserError
+from .errors import UserError
 from .messages import Message, MessageLike, to_message
 from .providers.base import ModelSettings, merge_settings
 from .result import RunResult
@@ -81,12 +81,12 @@ class Runner:
             session: the history to use instead of ``agent.session`` for this run.
             context: a :class:`~aniki.Context`, or initial values for a fresh one.
             settings: model settings for this run, over the agent's.
-            timeout: seconds the whole run may take (``RunTimeoutError`` after that).
+            timeout: seconds the whole run may take, reading and writing the session
+                included (``RunTimeoutError`` after that). A store write already under way
+                then is not interrupted: it completes, whole, in the background.
         """
         plan, user = self._plan(agent, message, session, context, settings, streaming=False)
-        outcome = Outcome(history=await session_io.append_then_read(plan.session, [user]))
-        outcome = await _within(timeout, execute(plan, user, outcome))
-        return await _result(plan, outcome)
+        return await Deadline(timeout).bound(_run(plan, user))
 
     def run_sync(
         self,
@@ -136,16 +136,17 @@ class Runner:
         async def start() -> None:
             first.history = await session_io.append_then_read(plan.session, [user])
 
-        async def produce(emit: Any) -> Outcome:
+        async def produce(emit: Any, started: Awaitable[None]) -> Outcome:
             plan.emit = emit
-            return await _within(timeout, execute(plan, user, first))
+            await started
+            return await execute(plan, user, first)
 
         async def finish(outcome: Outcome) -> RunResult:
             if outcome.pending:
                 outcome.history = await session_io.append_then_read(plan.session, outcome.pending)
             return await _result(plan, outcome)
 
-        return StreamedRun(start, produce, finish)
+        return StreamedRun(start, produce, finish, deadline=Deadline(timeout))
 
     def _plan(
         self,
@@ -188,21 +189,11 @@ def _user_message(message: str | MessageLike) -> Message:
     return user
 
 
-async def _within(timeout: float | None, work: Coroutine[Any, Any, Outcome]) -> Outcome:
-    """Await ``work``, cancelling it after ``timeout`` seconds (``None``: no limit)."""
-    if timeout is None:
-        return await work
-    task = asyncio.ensure_future(work)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if not done:
-        raise RunTimeoutError(timeout)
-    return task.result()
+async def _run(plan: RunPlan, user: Message) -> RunResult:
+    """A whole non-streamed run: store the user message, run the turns, take the snapshot."""
+    outcome = Outcome(history=await session_io.append_then_read(plan.session, [user]))
+    outcome = await execute(plan, user, outcome)
+    return await _result(plan, outcome)
 
 
 async def _result(plan: RunPlan, outcome: Outcome) -> RunResult:

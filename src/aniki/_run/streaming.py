@@ -5,6 +5,9 @@ it. The run's messages (beyond the user message, stored at once) are committed b
 *consumer*, just before it is handed ``RunCompleted``: a consumer that stops earlier — by
 ``abort()``, ``break`` and ``aclose()``, an exception, or cancellation — commits nothing,
 even when the run had already finished in the background.
+
+A run's :class:`~aniki._run.deadline.Deadline` bounds all of it: storing the user message
+(as far as the run waits for it), the turns, and the commit.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from types import TracebackType
 from ..errors import UserError
 from ..events import RunCompleted, StreamEvent
 from ..result import RunResult
+from .deadline import Deadline
 from .loop import Outcome
 
 __all__ = ["StreamedRun"]
@@ -34,7 +38,9 @@ class _Failed:
     error: BaseException
 
 
-Produce = Callable[[Callable[[StreamEvent], None]], Awaitable[Outcome]]
+Produce = Callable[[Callable[[StreamEvent], None], Awaitable[None]], Awaitable[Outcome]]
+"""Runs the turns, sending events to its first argument, once its second (the user message
+being stored) is done."""
 Finish = Callable[[Outcome], Awaitable[RunResult]]
 
 
@@ -52,10 +58,18 @@ class StreamedRun:
     ``await stream.abort()`` stops the run; the session then holds just the user message.
     """
 
-    def __init__(self, start: Callable[[], Awaitable[None]], produce: Produce, finish: Finish):
+    def __init__(
+        self,
+        start: Callable[[], Awaitable[None]],
+        produce: Produce,
+        finish: Finish,
+        *,
+        deadline: Deadline | None = None,
+    ):
         self._start = start
         self._produce = produce
         self._finish = finish
+        self._deadline = deadline if deadline is not None else Deadline(None)
         self._queue: asyncio.Queue[StreamEvent | _Finished | _Failed] = asyncio.Queue()
         self._started: asyncio.Future[None] | None = None
         self._task: asyncio.Future[None] | None = None
@@ -71,12 +85,15 @@ class StreamedRun:
     def _begin(self) -> None:
         if self._task is not None:
             return
+        self._deadline.start()
         # The user message is stored by its own task, which abort() never cancels: once
         # stream() was called, the session holds the user message whatever happens next.
         self._started = asyncio.ensure_future(self._start())
         # The producer must not hold a reference to this object, so that a consumer that
         # walks away lets it (and the iterator) be collected, which stops the run.
-        self._task = asyncio.ensure_future(_produce(self._started, self._produce, self._queue))
+        self._task = asyncio.ensure_future(
+            _produce(self._started, self._produce, self._queue, self._deadline)
+        )
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         events = self._events() if self._events is not None else None
@@ -100,7 +117,7 @@ class StreamedRun:
                 if isinstance(item, _Failed):
                     raise item.error
                 if isinstance(item, _Finished):
-                    self.result = await self._finish(item.outcome)
+                    self.result = await self._deadline.bound(self._finish(item.outcome))
                     self._closed = True
                     yield RunCompleted(self.result)
                     return
@@ -118,8 +135,9 @@ class StreamedRun:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         if self._started is not None:
+            # Wait for the user message to be stored, but not past the run's deadline.
             with contextlib.suppress(Exception):
-                await self._started
+                await self._deadline.bound(asyncio.shield(self._started))
 
     async def aclose(self) -> None:
         """Stop consuming: the same as :meth:`abort` unless the run already completed."""
@@ -163,10 +181,10 @@ async def _produce(
     started: asyncio.Future[None],
     produce: Produce,
     queue: asyncio.Queue[StreamEvent | _Finished | _Failed],
+    deadline: Deadline,
 ) -> None:
     try:
-        await asyncio.shield(started)
-        outcome = await produce(queue.put_nowait)
+        outcome = await deadline.bound(produce(queue.put_nowait, asyncio.shield(started)))
     except asyncio.CancelledError:
         raise
     except BaseException as exc:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._run import session_io
 from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
 from ..tokens import TokenCounter, counter_for_model
@@ -38,10 +38,6 @@ _FETCH_MARGIN = 16
 Fetch = Callable[[int | None], Awaitable[Sequence[Message]]]
 """Reads the last N messages (``None``: all) of the inner store."""
 """Messages fetched beyond what the last read saw: room for what was appended since."""
-
-
-async def _resolve(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 class SummarizingSession:
@@ -103,6 +99,8 @@ class SummarizingSession:
         self.counter: TokenCounter = counter if counter is not None else counter_for_model(model)
         """Counts each message's tokens."""
         self._inner = inner
+        # A sync store's calls run in a worker thread, so they never block the event loop.
+        self._blocking = session_io.blocks(inner)
         self._limited = accepts_limit(inner.get_messages)
         get_meta, set_meta = getattr(inner, "get_meta", None), getattr(inner, "set_meta", None)
         self._meta: tuple[Callable[[str], Any], Callable[[str, Any], Any]] | None = (
@@ -134,26 +132,21 @@ class SummarizingSession:
 
     async def add_message(self, message: MessageLike) -> None:
         """Append one message to the inner store."""
-        await _resolve(self._inner.add_message(message))
+        await self._io(lambda: self._inner.add_message(message))
 
     async def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Append a batch: atomically when the inner store has ``add_messages``."""
-        batch = [to_message(message) for message in messages]
-        add_many = getattr(self._inner, "add_messages", None)
-        if add_many is not None:
-            await _resolve(add_many(batch))
-            return
-        for message in batch:
-            await _resolve(self._inner.add_message(message))
+        await session_io.append(self._inner, [to_message(message) for message in messages])
 
     async def clear(self) -> None:
         """Delete the inner store's history and the summary."""
-        await _resolve(self._inner.clear())
+        await self._io(self._inner.clear)
         self._summary = None
         self._total_hint = self._failed_at = None
         self._previous_view = None
         if self._meta is not None:
-            await _resolve(self._meta[1](SUMMARY_KEY, None))
+            set_meta = self._meta[1]
+            await self._io(lambda: set_meta(SUMMARY_KEY, None))
 
     async def summary(self) -> Summary | None:
         """The stored summary, or ``None`` before the first one is made."""
@@ -171,11 +164,13 @@ class SummarizingSession:
             return None
 
         async def append_then_fetch(limit: int | None) -> Sequence[Message]:
-            window = fused(messages, limit) if limit is not None else fused(messages)
+            window = await self._io(
+                lambda: fused(messages, limit) if limit is not None else fused(messages)
+            )
             if window is None:  # the store below cannot fuse: nothing was written
                 await self.add_messages(messages)
                 return await self._fetch(limit)
-            fetched: Sequence[Message] = await _resolve(window)
+            fetched: Sequence[Message] = window
             return fetched
 
         return self._select(append_then_fetch, len(messages))
@@ -210,20 +205,27 @@ class SummarizingSession:
     async def _load(self) -> Summary | None:
         if self._meta is None:
             return self._summary
-        return Summary.from_record(await _resolve(self._meta[0](SUMMARY_KEY)))
+        get_meta = self._meta[0]
+        return Summary.from_record(await self._io(lambda: get_meta(SUMMARY_KEY)))
 
     async def _save(self, summary: Summary) -> None:
         self._summary = summary
         if self._meta is not None:
-            await _resolve(self._meta[1](SUMMARY_KEY, summary.to_record()))
+            set_meta, record = self._meta[1], summary.to_record()
+            await self._io(lambda: set_meta(SUMMARY_KEY, record))
 
     async def _fetch(self, limit: int | None) -> Sequence[Message]:
+        inner: Any = self._inner
         if limit is not None and self._limited:
-            window = self._inner.get_messages(limit=limit)  # type: ignore[call-arg]
+            messages: Sequence[Message] = await self._io(lambda: inner.get_messages(limit=limit))
         else:
-            window = self._inner.get_messages()
-        messages: Sequence[Message] = await _resolve(window)
+            messages = await self._io(inner.get_messages)
         return messages
+
+    async def _io(self, work: Callable[[], Any]) -> Any:
+        """``work()``, a call to the inner store: in a worker thread for a sync store that
+        does I/O, awaited on the loop for an async one."""
+        return await session_io.call(self._blocking, work)
 
     async def _read_tail(
         self, summary: Summary | None, first: Fetch, added: int

@@ -236,7 +236,8 @@ def test_a_path_with_an_undecodable_byte_is_a_path_like_any_other(tmp_path: Path
 
 # --- every constructor parameter of the local stores is checked when the object is built ----
 
-BAD_TIMEOUTS = ["abc", -1, -0.5, float("nan"), float("inf"), float("-inf"), True, None, [1]]
+# 1e10 s overflows SQLite's 32-bit millisecond count into no wait at all: refused too.
+BAD_TIMEOUTS = ["abc", -1, -0.5, float("nan"), float("inf"), -float("inf"), 1e10, True, None, [1]]
 
 
 @pytest.mark.parametrize("make", [SQLiteSession, SQLiteStore], ids=["SQLiteSession", "Store"])
@@ -250,7 +251,7 @@ def test_a_bad_sqlite_timeout_is_refused_at_construction(
     assert not (tmp_path / "c.db").exists()
 
 
-@pytest.mark.parametrize("timeout", [0, 0.0, 2, 7.5])
+@pytest.mark.parametrize("timeout", [0, 0.0, 2, 7.5, 2_147_483])
 def test_a_usable_sqlite_timeout_is_kept(timeout: float, tmp_path: Path) -> None:
     session = SQLiteSession("s", tmp_path / "c.db", timeout=timeout)
     session.add_message({"role": "user", "content": "hi"})
@@ -308,6 +309,12 @@ def test_an_in_memory_session_keeps_the_id_rules_of_every_store(session_id: Any)
         InMemorySession(session_id)
     assert InMemorySession("x" * MAX_ID_LENGTH).id == "x" * MAX_ID_LENGTH
     assert len(InMemorySession().id) == 32
+
+
+@pytest.mark.parametrize("make", list(LOCAL_MAKERS.values()), ids=list(LOCAL_MAKERS))
+def test_an_empty_path_is_refused_at_construction(make: Any) -> None:
+    with pytest.raises(UserError, match="is empty"):
+        make("")
 
 
 @pytest.mark.parametrize("make", list(LOCAL_MAKERS.values()), ids=list(LOCAL_MAKERS))

@@ -90,7 +90,10 @@ _DAMAGED: dict[tuple[int, int], str] = {}
 
 def _directory(directory: str | os.PathLike[str]) -> Path:
     """The session directory, absolute; :class:`~aniki.UserError` when it can never be one."""
-    path = Path(os.path.abspath(os.path.expanduser(check_path(directory, "the directory"))))
+    text = check_path(directory, "the directory")
+    if not text:
+        raise UserError("the directory is empty; pass a path such as 'chats' ('.' for here)")
+    path = Path(os.path.abspath(os.path.expanduser(text)))
     for place in (path, *path.parents):
         if os.path.exists(place):  # the nearest existing one must be a directory
             if not os.path.isdir(place):

@@ -74,7 +74,10 @@ def _decode_meta(db: Database, text: str) -> Any:
 
 def _absolute(path: str | os.PathLike[str]) -> Path:
     """The database path, absolute; :class:`~aniki.UserError` when it can never be a file."""
-    absolute = Path(os.path.abspath(os.path.expanduser(check_path(path, "the database path"))))
+    text = check_path(path, "the database path")
+    if not text:
+        raise UserError("the database path is empty; pass a file path such as 'aniki.db'")
+    absolute = Path(os.path.abspath(os.path.expanduser(text)))
     if os.path.isdir(absolute):
         raise UserError(
             f"the database path {str(absolute)!r} is a directory; pass the path of a database "
@@ -96,17 +99,24 @@ def _check_ancestors(path: Path) -> None:
             return
 
 
+_MAX_TIMEOUT = 2_147_483.0
+"""SQLite waits in milliseconds held in a 32-bit int: a longer timeout would overflow into
+no wait at all (measured: ``timeout=1e10`` gave up at once on a locked file)."""
+
+
 def _check_timeout(timeout: object) -> float:
-    """``timeout`` as seconds; :class:`~aniki.UserError` unless it is a finite number >= 0."""
+    """``timeout`` as seconds; :class:`~aniki.UserError` unless it is a finite number from 0
+    to :data:`_MAX_TIMEOUT`."""
     if (
         isinstance(timeout, bool)
         or not isinstance(timeout, (int, float))
         or not math.isfinite(timeout)
-        or timeout < 0
+        or not 0 <= timeout <= _MAX_TIMEOUT
     ):
         raise UserError(
-            "timeout must be a number of seconds (a finite int or float, 0 or more) to wait "
-            f"for another process's write, such as timeout=5.0; got {timeout!r}"
+            "timeout must be a number of seconds to wait for another process's write (a "
+            f"finite int or float from 0 to {_MAX_TIMEOUT:.0f}), such as timeout=5.0; "
+            f"got {timeout!r}"
         )
     return float(timeout)
 

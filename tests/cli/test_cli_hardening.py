@@ -396,3 +396,16 @@ async def test_a_locked_sqlite_store_hint_names_the_url_option(tmp_path: Path) -
         holder.close()
     assert code == EXIT_FAILED
     assert "?timeout=SECONDS" in err and "timeout=\n" not in err and "raise timeout=" not in err
+
+
+async def test_export_and_import_keep_line_separators_inside_messages(tmp_path: Path) -> None:
+    content = "a\u2028b\u2029c\x85d\x0be\x1cf\rg"
+    SQLiteSession("odd", path=store_path(tmp_path)).add_message(
+        Message(role="user", content=content)
+    )
+    export = tmp_path / "odd.jsonl"
+    code, _, err = await run(tmp_path, "sessions", "export", "odd", "-o", str(export))
+    assert code == 0, err
+    code, _, err = await run(tmp_path, "sessions", "import", str(export), "--id", "back")
+    assert code == 0, err
+    assert stored(tmp_path, "back") == [("user", content)]

@@ -125,9 +125,10 @@ def cli_hint(exc: BaseException, *, base_url: str | None = None) -> str | None:
         and base_url
         and not base_url.rstrip("/").endswith("/v1")
     ):
+        base_url = redact(base_url).rstrip("/")
         return (
             "OpenAI-compatible servers (Ollama, vLLM, llama.cpp, LM Studio) answer under /v1: "
-            f"try --base-url {base_url.rstrip('/')}/v1"
+            f"try --base-url {base_url}/v1"
         )
     return None
 

@@ -104,9 +104,11 @@ def _document(file: Path, content: str) -> tuple[str | None, list[tuple[int, Any
 
 
 def _lines(file: Path, content: str) -> list[tuple[int, Any]]:
+    # Lines end at "\n" only: str.splitlines() also splits at U+2028, U+0085 and other
+    # characters that JSON strings may hold unescaped (an export writes them as they are).
     return [
         (number, _json(file, line, f", line {number}"))
-        for number, line in enumerate(content.splitlines(), start=1)
+        for number, line in enumerate(content.split("\n"), start=1)
         if line.strip()
     ]
 

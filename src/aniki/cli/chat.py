@@ -307,6 +307,6 @@ def _prompt() -> str:
         return "you> "
     with contextlib.suppress(ImportError):  # not on every platform
         import readline  # noqa: F401
-    if not console.is_terminal or console.no_color:
+    if not console.is_terminal or console.color_system is None:
         return "you> "
     return "\001\033[1;36m\002you>\001\033[0m\002 "

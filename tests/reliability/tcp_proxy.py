@@ -1,9 +1,15 @@
-"""A TCP proxy on 127.0.0.1 that can be cut and restored: a server going away and coming back.
+"""A TCP proxy on 127.0.0.1 that can be cut, frozen and restored: a server going away, hanging
+and coming back.
 
 Tests point a store at the proxy instead of the real server. :meth:`TcpProxy.cut` closes the
 listening socket and every proxied connection at once (clients see their connections end and
 new ones refused, as when a server dies); :meth:`TcpProxy.restore` listens again on the same
-port. The real server, shared with other tests, is never touched.
+port. :meth:`TcpProxy.freeze` keeps every connection open and accepts new ones, but forwards
+nothing until :meth:`TcpProxy.thaw` (a server that hangs, or a network that stops delivering:
+the client's kernel still sees its bytes acknowledged, so only a client-side timeout ends the
+wait). :meth:`TcpProxy.drop_next_reply` lets the next request through and then closes its
+connection instead of passing the reply back: a reply lost after the server acted. The real
+server, shared with other tests, is never touched.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._drop_reply = False
+        self.dropped = 0
+        """How many replies :meth:`drop_next_reply` kept from their client."""
 
     def __enter__(self) -> TcpProxy:
         self.restore()
@@ -44,6 +55,7 @@ class TcpProxy:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.thaw()
         self.cut()
 
     @property
@@ -69,6 +81,20 @@ class TcpProxy:
         for sock in [*([listener] if listener else []), *sockets]:
             _close(sock)
 
+    def freeze(self) -> None:
+        """Forward nothing, either way, until :meth:`thaw`; connections stay open."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        """Forward again, starting with what was held back."""
+        self._flowing.set()
+
+    def drop_next_reply(self) -> None:
+        """Close the connection on which the server next answers, instead of forwarding the
+        answer: the request reached the server, its reply never reaches the client."""
+        with self._lock:
+            self._drop_reply = True
+
     def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
@@ -88,12 +114,17 @@ class TcpProxy:
                     return
                 self._open |= {client, upstream}
                 self.connections += 1
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            for source, sink, replies in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(
+                    target=self._pump, args=(source, sink, replies), daemon=True
+                ).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
         try:
             while data := source.recv(65536):
+                self._flowing.wait()
+                if replies and self._take_drop():
+                    break
                 sink.sendall(data)
         except OSError:
             pass
@@ -102,6 +133,12 @@ class TcpProxy:
             _close(sock)
         with self._lock:
             self._open -= {source, sink}
+
+    def _take_drop(self) -> bool:
+        with self._lock:
+            drop, self._drop_reply = self._drop_reply, False
+            self.dropped += drop
+            return drop
 
 
 def _close(sock: socket.socket) -> None:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from aniki import StoreUnavailableError
+from aniki import Message, StoreUnavailableError
 from aniki.sessions import (
     AsyncPostgresSession,
     AsyncRedisSession,
@@ -461,3 +461,28 @@ def test_postgres_reads_through_a_pool_outlive_its_dead_connection(table: str) -
             ] == ["one"]
         finally:
             pool.close()
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("cls", REDIS_CLASSES, ids=class_id)
+@pytest.mark.parametrize("method", ["add_messages", "_add_then_get"])
+def test_a_redis_reply_lost_after_the_append_is_resent_and_applied_once(
+    cls: type, method: str, prefix: str
+) -> None:
+    # A session built from a URL: the server applies the append, the connection drops before
+    # the reply arrives; the client resends the same batch (same token) on a new connection,
+    # the script recognises it, and the caller sees one success and one stored copy.
+    with TcpProxy(*target(redis_url(), 6379)) as proxy:
+        opener = Opener(cls, url=redis_through(proxy), prefix=prefix)
+        try:
+            session = opener.open("lost-reply")
+            opener.add(session, "before")  # the scripts are loaded, the connection is open
+            for content in ("one", "two"):
+                proxy.drop_next_reply()
+                opener.call(session, method, [Message(role="user", content=content)])
+            assert proxy.dropped == 2
+            assert proxy.connections >= 3  # each resend went over a new connection
+            assert opener.read(session) == ["before", "one", "two"]
+            assert opener.read(opener.open("lost-reply")) == ["before", "one", "two"]
+        finally:
+            opener.close()

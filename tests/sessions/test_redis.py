@@ -414,3 +414,74 @@ def test_an_append_resent_by_the_client_is_stored_once(
         "from another writer",
     ]
     other.close()
+
+
+# --- bad input to the constructors --------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [RedisSession, AsyncRedisSession], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"url": 123}, "url must be a Redis URL string"),
+        ({"url": b"redis://localhost"}, "url must be a Redis URL string"),
+        ({"url": "redis://:pw-9@[::1"}, "invalid Redis URL"),
+        ({"url": "localhost:6379"}, "invalid Redis URL"),
+        ({"ttl": float("inf")}, "ttl must be a positive, finite number"),
+        ({"ttl": float("nan")}, "ttl must be a positive, finite number"),
+        ({"ttl": -5}, "ttl must be a positive, finite number"),
+        ({"ttl": 1e300}, "ttl must be a positive, finite number"),
+        ({"ttl": timedelta(seconds=-1)}, "ttl must be a positive, finite number"),
+        ({"timeout": -1}, "timeout must be"),
+        ({"timeout": 0}, "timeout must be"),
+        ({"timeout": float("nan")}, "timeout must be"),
+        ({"timeout": float("inf")}, "timeout must be"),
+        ({"timeout": "5"}, "timeout must be"),
+        ({"timeout": True}, "timeout must be"),
+        ({"prefix": 3}, "prefix must be a string"),
+        ({"client": "redis://localhost"}, "client must be a redis"),
+    ],
+)
+def test_bad_constructor_arguments_are_user_errors(
+    cls: type, options: dict[str, object], words: str
+) -> None:
+    with pytest.raises(UserError, match=words) as info:
+        cls("x", **options)
+    assert "pw-9" not in str(info.value)
+    assert info.value.__cause__ is None
+
+
+def test_a_passed_client_takes_no_timeout() -> None:
+    client = redis_module.Redis()
+    with pytest.raises(UserError, match="socket_timeout"):
+        RedisSession("x", client=client, timeout=3)
+    with pytest.raises(UserError, match="client must be"):
+        AsyncRedisSession("x", client=client)  # a sync client for the async class
+    client.close()
+
+
+def test_an_async_session_refuses_a_second_live_event_loop(prefix: str) -> None:
+    import asyncio
+    import threading
+
+    session = AsyncRedisSession("loops", redis_url(), prefix=prefix)
+    first = asyncio.new_event_loop()
+    first.run_until_complete(session.add_message({"role": "user", "content": "one"}))
+    errors: list[BaseException] = []
+
+    def elsewhere() -> None:
+        try:
+            asyncio.run(session.get_messages())
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    worker.join()
+    assert len(errors) == 1 and isinstance(errors[0], UserError), errors
+    assert "one AsyncRedisSession per event loop" in str(errors[0])
+    # Once the first loop is closed, the next one takes over with a client of its own.
+    first.run_until_complete(session._client.aclose())
+    first.close()
+    assert [m.content for m in asyncio.run(session.get_messages())] == ["one"]
+    asyncio.run(session.aclose())

@@ -33,6 +33,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from ..errors import (
     CorruptStoreError,
@@ -57,9 +58,23 @@ from ._history_cache import HistoryCache, unfused
 from ._redis_scripts import Script
 from .base import SessionInfo
 
-__all__ = ["DEFAULT_URL", "Eval", "Flow", "Pipeline", "RedisCore", "import_redis", "translate"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_URL",
+    "Eval",
+    "Flow",
+    "Pipeline",
+    "RedisCore",
+    "check_timeout",
+    "check_url",
+    "import_redis",
+    "translate",
+]
 
 DEFAULT_URL = "redis://localhost:6379/0"
+DEFAULT_TIMEOUT = 10.0
+"""Seconds a client aniki builds waits to connect, and for each reply."""
+_SCHEMES = ("redis://", "rediss://", "unix://")
 
 T = TypeVar("T")
 
@@ -96,21 +111,66 @@ def _text(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
-def _ttl_ms(ttl: float | timedelta | None) -> int:
+_MAX_TTL_MS = 2**53  # Redis refuses an expiry past its 64-bit clock; this is ~285,000 years
+
+
+def _ttl_ms(ttl: object) -> int:
     if ttl is None:
         return 0
     seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-        raise UserError(f"ttl must be a positive number of seconds or a timedelta, got {ttl!r}")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or not 0 < seconds * 1000 <= _MAX_TTL_MS
+    ):
+        raise UserError(
+            "ttl must be a positive, finite number of seconds (such as ttl=86400) or a "
+            f"positive timedelta, or None for no expiry; got {ttl!r}"
+        )
     return max(1, math.ceil(seconds * 1000))
+
+
+def check_timeout(timeout: object) -> float:
+    """``timeout`` as seconds; :class:`~aniki.UserError` unless a finite number above 0."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise UserError(
+            "timeout must be the seconds to wait for the server to answer, a finite number "
+            f"greater than 0 such as timeout=10.0; got {timeout!r}"
+        )
+    return float(timeout)
+
+
+def check_url(url: object) -> str:
+    """``url`` when it is a Redis URL; :class:`~aniki.UserError` saying what to pass if not."""
+    if not isinstance(url, str):
+        raise UserError(
+            "url must be a Redis URL string such as 'redis://localhost:6379/0', got "
+            f"{type(url).__name__}"
+        )
+    try:
+        urlsplit(url)
+    except ValueError as exc:  # not chained, not quoted: the URL holds the password
+        raise UserError(
+            f"invalid Redis URL ({exc}); expected redis://[[user]:password@]host[:port][/db]"
+        ) from None
+    if not url.startswith(_SCHEMES):
+        raise UserError(
+            f"invalid Redis URL {redact(url)!r}: expected redis://[[user]:password@]host"
+            "[:port][/db] (rediss:// for TLS, unix:///path/to/redis.sock)"
+        )
+    return url
 
 
 class RedisCore:
     """The state and pure logic of one Redis session: keys, cache, and the flow of each call."""
 
-    def __init__(
-        self, session_id: str, *, store: str, prefix: str, ttl: float | timedelta | None
-    ) -> None:
+    def __init__(self, session_id: str, *, store: str, prefix: str, ttl: object) -> None:
         self.id = check_session_id(session_id)
         if not isinstance(prefix, str):
             raise UserError(f"prefix must be a string, got {type(prefix).__name__}")
@@ -292,11 +352,18 @@ def import_redis() -> Any:
     return redis
 
 
-def translate(exc: Exception, store: str) -> StoreError:
-    """A redis-py exception as the aniki error a caller can act on."""
+def translate(exc: Exception, store: str, timeout: str) -> StoreError:
+    """A redis-py exception as the aniki error a caller can act on; ``timeout`` says which
+    setting bounds the wait (for the advice when it ran out)."""
     from redis import exceptions as rx
 
     text = str(exc) or type(exc).__name__
+    if isinstance(exc, rx.TimeoutError):
+        return StoreUnavailableError(
+            f"Redis did not answer in time ({text}); check that the server is running and "
+            f"reachable, or wait longer with {timeout}",
+            store=store,
+        )
     if isinstance(exc, rx.AuthenticationError):
         return StoreUnavailableError(
             f"Redis refused the credentials ({text}); check the user name and password in the URL",

@@ -17,7 +17,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
 from ._codec import check_limit, redact, to_messages
-from ._redis_core import DEFAULT_URL, Eval, Flow, RedisCore, describe, import_redis, translate
+from ._redis_core import (
+    DEFAULT_TIMEOUT,
+    DEFAULT_URL,
+    Eval,
+    Flow,
+    RedisCore,
+    check_timeout,
+    check_url,
+    describe,
+    import_redis,
+    translate,
+)
 from .base import SessionInfo
 
 if TYPE_CHECKING:
@@ -29,14 +40,45 @@ __all__ = ["AsyncRedisSession", "RedisSession"]
 T = TypeVar("T")
 
 
-def _client_from_url(url: str, module: Any) -> Any:
+_RETRIES = 3
+"""How often a client aniki builds resends a command whose connection broke. An append's
+script carries a token, so a resent append that the server had applied is not applied again."""
+
+
+def _client_from_url(url: str, module: Any, retry_class: Any, timeout: float) -> Any:
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError as LostConnection
+
+    # Only a broken connection is retried, not a timeout: each attempt may wait `timeout`,
+    # and a hung server would otherwise hold a call for (retries + 1) times as long.
+    retry = retry_class(ExponentialBackoff(cap=0.5, base=0.02), _RETRIES, (LostConnection,))
     try:
-        return module.Redis.from_url(url)
+        return module.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=retry
+        )
     except ValueError as exc:
         raise UserError(
             f"invalid Redis URL {redact(url)!r}: {exc}; "
             "expected redis://[[user]:password@]host[:port][/db]"
-        ) from exc
+        ) from None  # not chained: the parser's message may quote the password
+
+
+def _settings(
+    url: object, timeout: object, client: object, client_types: tuple[type, ...]
+) -> tuple[str | None, float, str]:
+    """The checked URL (``None`` with a client), the timeout, and how errors name it."""
+    if client is None:
+        seconds = DEFAULT_TIMEOUT if timeout is None else check_timeout(timeout)
+        return check_url(url), seconds, f"timeout= (now {seconds:g} s)"
+    if not isinstance(client, client_types):
+        names = " or ".join(f"{t.__module__}.{t.__qualname__}" for t in client_types)
+        raise UserError(f"client must be a {names}, got {type(client).__name__}")
+    if timeout is not None:
+        raise UserError(
+            "timeout= applies to the client aniki builds from url; with client=, set "
+            "socket_timeout and socket_connect_timeout on that client"
+        )
+    return None, DEFAULT_TIMEOUT, "the socket_timeout of the client passed as client="
 
 
 class RedisSession:
@@ -54,8 +96,13 @@ class RedisSession:
         session.list_sessions()  # [SessionInfo(id='conversation-42', message_count=1, ...)]
         session.close()
 
+    Each call waits at most ``timeout`` seconds (default 10) to connect and for each reply,
+    then raises :class:`~aniki.StoreUnavailableError`; a connection that breaks is made again
+    and the command resent (an append is still applied once).
+
     Pass ``client=`` to use an existing ``redis.Redis`` instead of ``url`` (errors then name the
-    client's host and port, and :meth:`close` leaves the client open).
+    client's host and port, :meth:`close` leaves the client open, and the client's own
+    timeouts and retries apply).
     """
 
     def __init__(
@@ -65,13 +112,22 @@ class RedisSession:
         *,
         ttl: float | timedelta | None = None,
         prefix: str = "aniki:",
-        client: redis.Redis | None = None,
+        client: redis.Redis | redis.RedisCluster | None = None,
+        timeout: float | None = None,
     ) -> None:
         module = import_redis()
-        store = describe(url if client is None else None, prefix, client)
+        checked, seconds, self._timeout = _settings(
+            url, timeout, client, (module.Redis, module.RedisCluster)
+        )
+        store = describe(checked, prefix, client)
         self._core = RedisCore(id, store=store, prefix=prefix, ttl=ttl)
         self._owns_client = client is None
-        self._client: redis.Redis = _client_from_url(url, module) if client is None else client
+        self._client: redis.Redis = cast(
+            "redis.Redis",
+            _client_from_url(url, module, module.retry.Retry, seconds)
+            if client is None
+            else client,
+        )
         self._errors: type[Exception] = module.RedisError
         self._no_script: type[Exception] = module.exceptions.NoScriptError
         self._lock = threading.Lock()
@@ -144,7 +200,7 @@ class RedisSession:
             except StopIteration as done:
                 return cast(T, done.value)
             except self._errors as exc:
-                raise translate(exc, self._core.store) from exc
+                raise translate(exc, self._core.store, self._timeout) from exc
 
     def _execute(self, step: Any) -> Any:
         client = self._client
@@ -169,7 +225,9 @@ class AsyncRedisSession:
         await session.get_messages()  # (Message(role='user', content='Hi', ...),)
         await session.aclose()
 
-    Use an instance from one event loop only (the loop its connections were opened on).
+    Use an instance from one event loop at a time (the loop its connections were opened on):
+    a call from another loop raises :class:`~aniki.UserError` while the first loop lives. Once
+    that loop is closed, an instance that made its own client makes a new one.
     """
 
     def __init__(
@@ -179,20 +237,26 @@ class AsyncRedisSession:
         *,
         ttl: float | timedelta | None = None,
         prefix: str = "aniki:",
-        client: redis.asyncio.Redis | None = None,
+        client: redis.asyncio.Redis | redis.asyncio.RedisCluster | None = None,
+        timeout: float | None = None,
     ) -> None:
         module = import_redis()
         import redis.asyncio as aioredis
 
-        store = describe(url if client is None else None, prefix, client)
+        checked, self._seconds, self._timeout = _settings(
+            url, timeout, client, (aioredis.Redis, aioredis.RedisCluster)
+        )
+        store = describe(checked, prefix, client)
         self._core = RedisCore(id, store=store, prefix=prefix, ttl=ttl)
         self._owns_client = client is None
-        self._client: redis.asyncio.Redis = (
-            _client_from_url(url, aioredis) if client is None else client
+        self._url = url
+        self._client: redis.asyncio.Redis = cast(
+            "redis.asyncio.Redis", self._new_client() if client is None else client
         )
         self._errors: type[Exception] = module.RedisError
         self._no_script: type[Exception] = module.exceptions.NoScriptError
         self._lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def id(self) -> str:
@@ -240,6 +304,9 @@ class AsyncRedisSession:
     async def aclose(self) -> None:
         """Close the connections this instance opened (a passed ``client=`` stays open)."""
         if self._owns_client:
+            loop = self._loop
+            if loop is not None and loop.is_closed() and loop is not asyncio.get_running_loop():
+                return  # its connections ended with their loop
             await self._client.aclose()
 
     async def __aenter__(self) -> AsyncRedisSession:
@@ -254,6 +321,7 @@ class AsyncRedisSession:
         return f"AsyncRedisSession(id={self.id!r}, store={self._core.store!r})"
 
     async def _run(self, flow: Flow[T]) -> T:
+        self._bind_loop()
         async with self._lock:
             try:
                 step = next(flow)
@@ -262,7 +330,30 @@ class AsyncRedisSession:
             except StopIteration as done:
                 return cast(T, done.value)
             except self._errors as exc:
-                raise translate(exc, self._core.store) from exc
+                raise translate(exc, self._core.store, self._timeout) from exc
+
+    def _new_client(self) -> Any:
+        import redis.asyncio
+        import redis.asyncio.retry
+
+        return _client_from_url(self._url, redis.asyncio, redis.asyncio.retry.Retry, self._seconds)
+
+    def _bind_loop(self) -> None:
+        """Bind this instance to the running loop on first use; refuse another loop."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        if self._loop is not None:
+            if not (self._loop.is_closed() and self._owns_client):
+                raise UserError(
+                    f"AsyncRedisSession {self.id!r} is in use on another event loop, and its "
+                    "connections belong to that loop; open one AsyncRedisSession per event "
+                    "loop (or per thread running a loop)"
+                )
+            # The old loop is gone and its connections with it: nothing to close.
+            self._client = self._new_client()
+            self._lock = asyncio.Lock()
+        self._loop = loop
 
     async def _execute(self, step: Any) -> Any:
         client = self._client

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import RunTimeoutError
 
@@ -45,8 +44,20 @@ class Deadline:
         finally:
             if not task.done():
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                # Cancelling may take the store's client a while (psycopg asks the server to
+                # cancel the query, and waits for it): not past the deadline. The task ends
+                # in the background; the run is over either way.
+                await asyncio.wait({task}, timeout=_GRACE)
+                task.add_done_callback(_retrieve)
         if not done:
             raise RunTimeoutError(self.timeout)
         return task.result()
+
+
+_GRACE = 0.1
+"""Seconds a cancelled run is given to wind down before its caller is told it timed out."""
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # seen, so not logged as never retrieved

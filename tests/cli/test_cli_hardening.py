@@ -409,3 +409,18 @@ async def test_export_and_import_keep_line_separators_inside_messages(tmp_path: 
     code, _, err = await run(tmp_path, "sessions", "import", str(export), "--id", "back")
     assert code == 0, err
     assert stored(tmp_path, "back") == [("user", content)]
+
+
+async def test_a_silent_redis_hint_names_no_argument(tmp_path: Path) -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # hold the connection, answer nothing
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        args = ["sessions", "show", "x", "--store", f"redis://127.0.0.1:{port}/0"]
+        code, _, err = await run(tmp_path, *args)
+    finally:
+        server.close()
+    assert code == EXIT_FAILED
+    assert "did not answer in time" in err and "timeout=" not in err

@@ -101,6 +101,7 @@ _CLI_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r", raise max_retries=,", ","),
         (r"raise timeout= or ", ""),
         (r"raise timeout=", "add ?timeout=SECONDS to the sqlite:/// store URL"),
+        (r"or wait longer with timeout= \(now ([^)]*)\)", r"or retry (aniki waited \1)"),
         (
             r"keep less history \(TokenBudgetSession, SummarizingSession\)",
             "send less history (--max-tokens N or --window N)",

@@ -20,7 +20,10 @@ a stream that broke part-way            ``StreamInterruptedError``
 
 The API key never appears in an error: messages are composed here, and the server's own
 text and body are scrubbed of the key in case a server echoes it. So are the vendor's
-exceptions kept as ``__cause__`` (:func:`scrub`), which every traceback prints.
+exceptions kept as ``__cause__`` (:func:`scrub`), which every traceback prints. An error is
+classified before anything is scrubbed, and only a key that can be a secret is scrubbed
+(:func:`is_secret`): a local server's placeholder key (``"x"``, ``"EMPTY"``) is no secret,
+and replacing every ``x`` of an error text would only garble it.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ __all__ = [
     "client_build_error",
     "context_window_exceeded",
     "error_for_status",
+    "is_secret",
     "missing_key_error",
     "parse_retry_after",
     "redact",
@@ -107,9 +111,45 @@ class VendorErrors:
     """Raised when the server could not be reached."""
 
 
+MIN_SECRET_LENGTH = 8
+"""The shortest key scrubbed from texts; no provider issues keys that short."""
+
+_PLACEHOLDERS = frozenset(
+    {
+        "anything",
+        "api-key",
+        "changeme",
+        "lm-studio",
+        "lmstudio",
+        "no-api-key",
+        "not-needed",
+        "not_needed",
+        "notneeded",
+        "password",
+        "placeholder",
+        "sk-no-key-required",
+        "your-api-key",
+        "your_api_key",
+    }
+)
+"""Keys people pass to local servers that check none (llama.cpp, vLLM, Ollama, LM Studio)."""
+
+
+def is_secret(secret: str | None) -> bool:
+    """Whether ``secret`` can be a real API key, and so must be scrubbed from every text.
+
+    Keys shorter than :data:`MIN_SECRET_LENGTH` characters and well-known placeholder words
+    are not: scrubbing ``"x"`` would turn "maximum context length" into "ma***imum ...".
+    """
+    if not secret or len(secret.strip()) < MIN_SECRET_LENGTH:
+        return False
+    return secret.strip().lower() not in _PLACEHOLDERS
+
+
 def redact(value: Any, secret: str | None) -> Any:
-    """``value`` with every occurrence of ``secret`` replaced, looking into dicts and lists."""
-    if not secret:
+    """``value`` with every occurrence of ``secret`` replaced, looking into dicts and lists
+    (unchanged when ``secret`` cannot be a real key: see :func:`is_secret`)."""
+    if not secret or not is_secret(secret):
         return value
     if isinstance(value, str):
         return value.replace(secret, _REDACTED)
@@ -128,7 +168,7 @@ def scrub(exc: BaseException, secret: str | None) -> BaseException:
     error reporter prints it: a server that echoes the key (some put it in a 401 body) must
     not put it there either.
     """
-    if not secret:
+    if not secret or not is_secret(secret):
         return exc
     pending: list[BaseException | None] = [exc]
     seen: set[int] = set()
@@ -241,6 +281,7 @@ def error_for_status(
     ctx: ErrorContext,
 ) -> ProviderError:
     """The aniki error for an HTTP error status, with the server's explanation in it."""
+    too_long = context_window_exceeded(body)  # decided on what the server said, unscrubbed
     body = redact(body, ctx.secret)
     said = server_message(body)
     detail = f": {said}" if said else ""
@@ -265,7 +306,7 @@ def error_for_status(
     if status == 408:
         return ProviderTimeoutError(f"{where}. The server timed out the request", **fields)
     if 400 <= status < 500:
-        if context_window_exceeded(body):
+        if too_long:
             return ContextWindowExceededError(
                 f"{where}. The conversation is longer than the model's context window: keep "
                 "less history (TokenBudgetSession, SummarizingSession) or use a larger model",
@@ -289,9 +330,16 @@ def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
 def translate(exc: BaseException, ctx: ErrorContext, vendor: VendorErrors) -> ProviderError:
     """The aniki error for an exception a vendor client raised (``raise ... from exc``).
 
-    ``exc`` (and what is chained to it) is scrubbed of the key as well.
+    ``exc`` (and what is chained to it) is scrubbed of the key as well, once the error is
+    classified: scrubbing first could hide what the server said.
     """
-    scrub(exc, ctx.secret)
+    try:
+        return _classify(exc, ctx, vendor)
+    finally:
+        scrub(exc, ctx.secret)
+
+
+def _classify(exc: BaseException, ctx: ErrorContext, vendor: VendorErrors) -> ProviderError:
     if isinstance(exc, vendor.status):
         status = getattr(exc, "status_code", None)
         if isinstance(status, int):

@@ -283,6 +283,19 @@ async def test_a_bare_path_as_store_gets_the_url_to_write(
     assert hint in err and "store URL" in err
 
 
+async def test_a_bare_path_in_aniki_store_names_the_variable(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "aniki", "sessions", "list"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**env_for(tmp_path), "ANIKI_STORE": "chats.db"},
+    )
+    _, err = await process.communicate()
+    assert process.returncode == EXIT_USAGE
+    assert "$ANIKI_STORE" in err.decode() and "sqlite:///chats.db" in err.decode()
+
+
 async def test_list_prints_good_sessions_and_warns_of_damaged_files(tmp_path: Path) -> None:
     chats = tmp_path / "chats"
     FileSession("good", chats).add_message(Message(role="user", content="hi"))

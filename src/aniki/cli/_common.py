@@ -64,7 +64,12 @@ def default_store_url() -> str:
     """``$ANIKI_STORE``, else a SQLite file in the user's data directory."""
     configured = os.environ.get("ANIKI_STORE")
     if configured:
-        return configured
+        from ._stores import check_store_url
+
+        try:
+            return check_store_url(configured)
+        except UserError as exc:
+            raise UserError(f"$ANIKI_STORE: {exc}") from None
     return f"sqlite:///{data_dir() / 'aniki.db'}"
 
 

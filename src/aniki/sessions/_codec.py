@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypeAlias
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ..errors import CorruptStoreError, UserError
 from ..messages import Message, to_messages
@@ -43,6 +43,7 @@ __all__ = [
     "encode_meta",
     "redact",
     "to_messages",
+    "url_problem",
 ]
 
 _DECODER = json.JSONDecoder()
@@ -279,11 +280,42 @@ _DSN_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.I
 
 
 def redact(location: str) -> str:
-    """``location`` (a URL or a ``key=value`` DSN) with any password replaced by ``***``."""
-    if "://" in location:
-        parts = urlsplit(location)
-        userinfo, at, hostport = parts.netloc.rpartition("@")
-        if at and ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            location = urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
-    return _DSN_PASSWORD.sub(r"\1***", location)
+    """``location`` (a URL or a ``key=value`` DSN) with any password replaced by ``***``.
+
+    Never raises, whatever ``location`` looks like: it runs while an error about that very
+    text is being built, and a parser's exception there would carry the password out. It
+    does not rely on a URL parser either: everything between the user name and the *last*
+    ``@`` is hidden, so a password holding ``/``, ``#``, ``[`` or ``@`` is hidden whole
+    (at worst a little more than the password is hidden).
+    """
+    text = location if isinstance(location, str) else repr(location)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    userinfo, at, hostpart = rest.rpartition("@")
+    if at and ":" in userinfo and "=" not in userinfo.split(":", 1)[0]:
+        user = userinfo.split(":", 1)[0]
+        text = f"{scheme}{sep}{user}:***@{hostpart}"
+    return _DSN_PASSWORD.sub(r"\1***", text)
+
+
+def url_problem(url: str) -> str | None:
+    """What makes ``url`` unusable as a server URL, or ``None``.
+
+    Never raises, and says it in its own words: a parser's message can quote part of the
+    password (``user:pa/ss@host`` reads as host ``user``, port ``pa``).
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        said = str(exc)
+        if "IPv6" in said or "IPv4" in said:
+            problem = "its host in [brackets] is not an IP address"
+        elif "port" in said.lower():
+            problem = "its port is not a number from 0 to 65535"
+        else:
+            problem = "it cannot be parsed"
+        return f"{problem} (characters such as / ? # @ [ ] in a password must be percent-encoded)"
+    del port
+    return None

@@ -31,7 +31,7 @@ from typing import Any, Literal, overload
 from urllib.parse import parse_qsl, unquote
 
 from ..errors import UserError
-from ._codec import check_durability, redact
+from ._codec import check_durability, redact, url_problem
 from .base import AsyncSession, Session, SessionInfo
 
 __all__ = ["list_sessions", "open_session"]
@@ -63,6 +63,7 @@ def open_session(url: str, id: str, *, asynchronous: bool = False) -> Session | 
     """
     scheme = _scheme(url)
     if scheme in _REMOTE:
+        _check_remote(scheme, url)
         module, sync_name, async_name = _REMOTE[scheme]
         cls = getattr(importlib.import_module(module), async_name if asynchronous else sync_name)
         session: Session | AsyncSession = cls(id, url)
@@ -86,6 +87,7 @@ def list_sessions(url: str) -> list[SessionInfo]:
     """
     scheme = _scheme(url)
     if scheme in _REMOTE:
+        _check_remote(scheme, url)
         module, sync_name, _ = _REMOTE[scheme]
         loaded = importlib.import_module(module)
         lister = getattr(loaded, "list_sessions", None)
@@ -104,7 +106,8 @@ def list_sessions(url: str) -> list[SessionInfo]:
 
 def _scheme(url: object) -> str:
     if not isinstance(url, str) or ":" not in url:
-        raise UserError(f"a session URL must be a string like {', '.join(_SCHEMES)}; got {url!r}")
+        shown = repr(redact(url)) if isinstance(url, str) else type(url).__name__
+        raise UserError(f"a session URL must be a string like {', '.join(_SCHEMES)}; got {shown}")
     scheme = url.split(":", 1)[0].lower()
     if scheme not in _REMOTE and scheme not in ("memory", "sqlite", "file"):
         raise UserError(
@@ -114,19 +117,55 @@ def _scheme(url: object) -> str:
     return scheme
 
 
+def _check_remote(scheme: str, url: str) -> None:
+    """Refuse a server URL the drivers could not parse, before they see it: their parsers'
+    errors quote the URL, password included."""
+    redis = scheme.startswith("redis")
+    problem = url_problem(url) or _driver_problem(url, redis=redis)
+    if problem is not None:
+        raise UserError(
+            f"invalid {'Redis' if redis else 'PostgreSQL'} URL {redact(url)!r}: {problem}"
+        )
+
+
+def _driver_problem(url: str, *, redis: bool) -> str | None:
+    """What the driver's own URL parser finds wrong with ``url``, in words that quote none of
+    it (``None`` when it parses, or when the driver is not installed: the store says how to
+    install it)."""
+    try:
+        if redis:
+            from redis.asyncio.connection import parse_url
+
+            parse_url(url)
+        else:
+            from psycopg.conninfo import conninfo_to_dict
+
+            conninfo_to_dict(url)
+    except ImportError:
+        return None
+    except Exception:
+        pass
+    else:
+        return None
+    return (
+        "the driver cannot parse it (characters such as / ? # @ [ ] % or spaces in a password "
+        "must be percent-encoded)"
+    )
+
+
 def _local_store(scheme: str, url: str) -> Any:
     rest = url.split(":", 1)[1]
     rest, _, query = rest.partition("?")
     options = _options(url, query)
     if scheme == "memory":
         if rest not in ("", "//") or options:
-            raise UserError(f"a memory URL is just 'memory:', got {url!r}")
+            raise UserError(f"a memory URL is just 'memory:', got {redact(url)!r}")
         return _MemoryStore()
     if scheme == "sqlite":
         if not rest.startswith("///") or len(rest) == 3:
             raise UserError(
                 f"a SQLite URL is sqlite:///relative/path.db or sqlite:////absolute/path.db, "
-                f"got {url!r}"
+                f"got {redact(url)!r}"
             )
         from .sqlite import SQLiteStore
 
@@ -134,7 +173,7 @@ def _local_store(scheme: str, url: str) -> Any:
         try:
             timeout = float(options.get("timeout", 5.0))
         except ValueError:
-            raise UserError(f"timeout must be a number of seconds in {url!r}") from None
+            raise UserError(f"timeout must be a number of seconds in {redact(url)!r}") from None
         return SQLiteStore(unquote(rest[3:]), timeout=timeout, **_durability(options))
     from .file import FileStore
 
@@ -147,12 +186,12 @@ def _file_path(url: str, rest: str) -> str:
         host, slash, path = rest[2:].partition("/")
         if host not in ("", "localhost") or not slash:
             raise UserError(
-                f"a file URL is file:///absolute/dir or file:relative/dir, got {url!r} "
+                f"a file URL is file:///absolute/dir or file:relative/dir, got {redact(url)!r} "
                 "(remote hosts are not supported)"
             )
         rest = "/" + path
     if not rest:
-        raise UserError(f"the file URL {url!r} names no directory")
+        raise UserError(f"the file URL {redact(url)!r} names no directory")
     return unquote(rest)
 
 
@@ -160,7 +199,9 @@ def _options(url: str, query: str) -> dict[str, str]:
     try:
         return dict(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
     except ValueError as exc:
-        raise UserError(f"cannot read the options of {url!r}: {exc}") from exc
+        problem = redact(str(exc))
+    # Raised here, not in the handler: the parser's exception quotes the query.
+    raise UserError(f"cannot read the options of {redact(url)!r}: {problem}")
 
 
 def _durability(options: dict[str, str]) -> dict[str, Any]:
@@ -172,7 +213,7 @@ def _durability(options: dict[str, str]) -> dict[str, Any]:
 def _no_more(url: str, options: dict[str, str], allowed: tuple[str, ...]) -> None:
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise UserError(f"unknown option(s) {unknown} in {url!r}; allowed: {list(allowed)}")
+        raise UserError(f"unknown option(s) {unknown} in {redact(url)!r}; allowed: {list(allowed)}")
 
 
 class _MemoryStore:

@@ -16,7 +16,9 @@ from ..messages import Message
 from ._select import Cost, cut_points
 
 __all__ = [
+    "CLAIM_KEY",
     "DEFAULT_PROMPT",
+    "Claim",
     "SUMMARY_KEY",
     "SUMMARY_PREFIX",
     "Summary",
@@ -31,6 +33,9 @@ logger = logging.getLogger("aniki")
 
 SUMMARY_KEY = "aniki.summary"
 """The key of the summary record in a store's per-session ``get_meta`` / ``set_meta``."""
+
+CLAIM_KEY = "aniki.summary.claim"
+"""The key of the claim a reader holds while it makes the next summary (see :class:`Claim`)."""
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 """How the summary message begins, so the model knows what it is reading."""
@@ -121,6 +126,41 @@ class Summary:
             logger.warning("ignoring an unreadable stored summary record: %.200r", value)
             return None
         return summary
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A reader's claim to make the next summary of a session, stored under :data:`CLAIM_KEY`.
+
+    Taken and given back with the store's compare-and-swap (``_swap_meta``), so that of all
+    the readers that find the history over budget — policy objects, threads, processes —
+    one calls the summarizer and the others wait for its summary. A claim whose holder
+    stopped renewing it (a crashed process) lapses at :attr:`expires`.
+    """
+
+    owner: str
+    """A random token naming the reader that holds it."""
+    covered: int
+    """How many messages the summary it extends covers (0: the first summary)."""
+    expires: float
+    """When it lapses (seconds since the epoch) unless renewed."""
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON-safe value stored under :data:`CLAIM_KEY`."""
+        return {"owner": self.owner, "covered": self.covered, "expires": self.expires}
+
+    @classmethod
+    def from_record(cls, value: object) -> Claim | None:
+        """The claim a stored record holds; ``None`` when absent or unreadable (a record that
+        cannot be read holds nothing back)."""
+        if not isinstance(value, Mapping):
+            return None
+        owner, covered, expires = value.get("owner"), value.get("covered"), value.get("expires")
+        if not isinstance(owner, str) or not isinstance(covered, int):
+            return None
+        if not isinstance(expires, (int, float)) or isinstance(expires, bool):
+            return None
+        return cls(owner, covered, float(expires))
 
 
 def summary_message(text: str) -> Message:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,8 +18,10 @@ from ..tokens import TokenCounter, counter_for_model
 from ._policy import ReadInfo, accepts_limit, check_positive, check_session
 from ._select import select_start
 from ._summary import (
+    CLAIM_KEY,
     DEFAULT_PROMPT,
     SUMMARY_KEY,
+    Claim,
     Summary,
     chunk_ends,
     fit_text,
@@ -34,6 +39,11 @@ __all__ = ["SummarizingSession"]
 logger = logging.getLogger("aniki")
 
 _FETCH_MARGIN = 16
+
+_LEASE = 30.0
+"""Seconds a claim to summarize lasts unless renewed (it is, every third of that)."""
+_ROUNDS = 8
+"""How often a read starts again after another reader's summary changed what it read."""
 
 Fetch = Callable[[int | None], Awaitable[Sequence[Message]]]
 """Reads the last N messages (``None``: all) of the inner store."""
@@ -57,6 +67,12 @@ class SummarizingSession:
     and the newly evicted messages, never the whole history. If the summarizer fails, a
     warning is logged, the read falls back to the most recent messages that fit, and the
     summary is tried again once the history has grown. The stored history is never rewritten.
+
+    Readers share the work: over a store with a compare-and-swap on its meta (``_swap_meta``,
+    as the built-in stores have), the first reader to find the history over budget claims the
+    summary (under ``"aniki.summary.claim"``) and the others — objects, threads, processes —
+    wait for it and reuse its summary; a summary is stored only over the one it extends, so
+    the stored one never covers fewer messages. Without it, readers do not coordinate.
 
     Example::
 
@@ -105,6 +121,10 @@ class SummarizingSession:
         get_meta, set_meta = getattr(inner, "get_meta", None), getattr(inner, "set_meta", None)
         self._meta: tuple[Callable[[str], Any], Callable[[str, Any], Any]] | None = (
             (get_meta, set_meta) if callable(get_meta) and callable(set_meta) else None
+        )
+        swap = getattr(inner, "_swap_meta", None)
+        self._swap_meta: Callable[[str, Any, Any], Any] | None = (
+            swap if self._meta is not None and callable(swap) else None
         )
         self._summary: Summary | None = None  # the record, for stores without get_meta
         self._total_hint: int | None = None
@@ -179,11 +199,25 @@ class SummarizingSession:
         """:meth:`get_messages`, whose first fetch is ``first`` (which may append ``added``
         messages before it reads)."""
         async with self._lock():
-            loaded, tail, total = await self._read_tail(await self._load(), first, added)
-            self._total_hint = total
-            summary = loaded
-            if not self._fits(summary, tail) and self._failed_at != total:
-                summary, tail = await self._fold(summary, tail, total)
+            for _ in range(_ROUNDS):
+                record = await self._load_record()
+                loaded, tail, total = await self._read_tail(
+                    Summary.from_record(record) if self._meta else self._summary, first, added
+                )
+                first, added = self._fetch, 0  # the first fetch (maybe an append) is made
+                self._total_hint = total
+                summary = loaded
+                if self._fits(summary, tail) or self._failed_at == total:
+                    break
+                lease = await self._claim(loaded, record)
+                if lease is None:  # another reader made or is making this summary: read again
+                    continue
+                try:
+                    summary, tail, settled = await self._fold(loaded, record, tail, total, lease)
+                finally:
+                    await self._release(lease)
+                if settled:
+                    break
             view = self._view(summary, tail)
             previous, self._previous_view = self._previous_view, view
             kept = view[: len(previous)] == previous if previous is not None else True
@@ -205,14 +239,97 @@ class SummarizingSession:
     async def _load(self) -> Summary | None:
         if self._meta is None:
             return self._summary
-        get_meta = self._meta[0]
-        return Summary.from_record(await self._io(lambda: get_meta(SUMMARY_KEY)))
+        return Summary.from_record(await self._load_record())
 
-    async def _save(self, summary: Summary) -> None:
+    async def _load_record(self, key: str = SUMMARY_KEY) -> Any:
+        """The raw meta value under ``key`` (``None`` over a store without meta)."""
+        if self._meta is None:
+            return None
+        get_meta = self._meta[0]
+        return await self._io(lambda: get_meta(key))
+
+    async def _swap(self, key: str, expected: Any, value: Any) -> bool:
+        assert self._swap_meta is not None
+        swap = self._swap_meta
+        return bool(await self._io(lambda: swap(key, expected, value)))
+
+    async def _save(self, summary: Summary, base: Any) -> Summary | None:
+        """Store ``summary``, made over the stored record ``base``; ``None`` when done.
+
+        With a compare-and-swap, a summary replaces only the record it was made over, or one
+        covering fewer messages: a stored summary never regresses. When the stored one
+        covers as much, it is returned instead, and ``summary`` is dropped.
+        """
         self._summary = summary
-        if self._meta is not None:
-            set_meta, record = self._meta[1], summary.to_record()
+        if self._meta is None:
+            return None
+        record = summary.to_record()
+        if self._swap_meta is None:
+            set_meta = self._meta[1]
             await self._io(lambda: set_meta(SUMMARY_KEY, record))
+            return None
+        for _ in range(_ROUNDS):
+            if await self._swap(SUMMARY_KEY, base, record):
+                return None
+            base = await self._load_record()
+            stored = Summary.from_record(base)
+            if stored is not None and stored.covered >= summary.covered:
+                return stored
+        return Summary.from_record(base)
+
+    async def _claim(self, loaded: Summary | None, record: Any) -> _Lease | None:
+        """The right to summarize now; ``None`` after waiting for another reader's summary.
+
+        Over a store without ``_swap_meta`` every reader summarizes (an empty lease).
+        """
+        if self._swap_meta is None:
+            return _Lease(None)
+        now = time.time()
+        current = await self._load_record(CLAIM_KEY)
+        held = Claim.from_record(current)
+        if held is not None and held.expires > now:
+            await self._wait(current, held)
+            return None
+        claim = Claim(uuid.uuid4().hex, loaded.covered if loaded else 0, now + _LEASE)
+        if not await self._swap(CLAIM_KEY, current, claim.to_record()):
+            return None  # another reader claimed it first: read again, and wait for it there
+        lease = _Lease(claim)
+        if await self._load_record() != record:  # a summary was stored meanwhile: use it
+            await self._release(lease)
+            return None
+        lease.keeper = asyncio.ensure_future(self._keep(lease))
+        return lease
+
+    async def _wait(self, current: Any, held: Claim) -> None:
+        """Until the claim ``current`` is given back, renewed or lapses (its holder may store
+        several summaries, one per chunk, before it gives the claim back)."""
+        pause = 0.02
+        while time.time() < held.expires:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.25)
+            if await self._load_record(CLAIM_KEY) != current:
+                return
+
+    async def _keep(self, lease: _Lease) -> None:
+        """Renew the lease while its summary is being made, so that it never lapses then."""
+        while lease.claim is not None:
+            await asyncio.sleep(_LEASE / 3)
+            old = lease.claim
+            new = Claim(old.owner, old.covered, time.time() + _LEASE)
+            if not await self._swap(CLAIM_KEY, old.to_record(), new.to_record()):
+                lease.claim, lease.lost = None, True  # another reader thought this one gone
+                return
+            lease.claim = new
+
+    async def _release(self, lease: _Lease) -> None:
+        if lease.keeper is not None:
+            lease.keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lease.keeper
+        claim, lease.claim = lease.claim, None
+        if claim is not None:
+            with contextlib.suppress(Exception):  # a claim left behind lapses by itself
+                await self._swap(CLAIM_KEY, claim.to_record(), None)
 
     async def _fetch(self, limit: int | None) -> Sequence[Message]:
         inner: Any = self._inner
@@ -267,11 +384,18 @@ class SummarizingSession:
         return head + tuple(tail[start:])
 
     async def _fold(
-        self, summary: Summary | None, tail: Sequence[Message], total: int
-    ) -> tuple[Summary | None, Sequence[Message]]:
+        self,
+        summary: Summary | None,
+        base: Any,
+        tail: Sequence[Message],
+        total: int,
+        lease: _Lease,
+    ) -> tuple[Summary | None, Sequence[Message], bool]:
         """Fold the messages before the recent ``keep_recent`` tokens into the summary.
 
-        Returns the summary and the messages after it; on failure, as far as it got.
+        Returns the summary, the messages after it (on failure, as far as it got), and
+        whether they are settled: ``False`` when another reader's summary took its place,
+        to be read again.
         """
         keep_from = select_start(tail, self.keep_recent, self.counter.count_message)
         evicted = tail[:keep_from]
@@ -293,8 +417,12 @@ class SummarizingSession:
                 break
             done = end
             summary = Summary.covering(text, covered + done, evicted[done - 1])
-            await self._save(summary)
-        return summary, tail[done:]
+            if await self._save(summary, base) is not None:
+                return summary, tail[done:], False
+            base = summary.to_record()
+            if lease.lost:
+                break  # another reader took over: it goes on from this summary
+        return summary, tail[done:], True
 
     async def _summarize(self, previous: str | None, messages: Sequence[Message]) -> str:
         from ..runner import Runner  # imported here: the runner imports the sessions package
@@ -313,6 +441,15 @@ class SummarizingSession:
 
     def __repr__(self) -> str:
         return f"SummarizingSession({self._inner!r}, max_tokens={self.max_tokens})"
+
+
+class _Lease:
+    """A claim held while a summary is made (``claim`` is ``None`` once lost or given back)."""
+
+    def __init__(self, claim: Claim | None) -> None:
+        self.claim = claim
+        self.lost = False
+        self.keeper: asyncio.Future[None] | None = None
 
 
 def _place(

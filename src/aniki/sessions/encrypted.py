@@ -1,10 +1,24 @@
-"""``EncryptedSession``: message contents encrypted at rest, on any store.
+"""``EncryptedSession``: messages encrypted and bound to their place at rest, on any store.
 
 Needs the ``encryption`` extra (``pip install 'aniki-sdk[encryption]'``), which brings the
-``cryptography`` package. Each message's content and each tool call's arguments are
-encrypted with Fernet (AES-128-CBC with an HMAC-SHA256 tag: authenticated, so a tampered or
-foreign value is refused, never returned as garbage). Roles, tool names and call ids stay in
-the clear, so a store can still be listed and a history still checked for tool-call pairs.
+``cryptography`` package. Each message is sealed whole with Fernet (AES-128-CBC with an
+HMAC-SHA256 tag) in an envelope that also holds the session id and a *chain value*: a digest
+of the ciphertext of the record before it. Reading checks all of it, so a record that was
+altered, moved to another session, put in another place, copied twice, or written without
+the key is refused with :class:`DecryptionError` (:class:`AlteredDataError` when it decrypts
+but does not belong where it is), never returned. Roles, tool names and call ids are also
+kept in the clear beside the envelope, so a store can still be listed and a history checked
+for tool-call pairs; what the envelope holds is what counts, and a clear field that differs
+from it is refused. Derived state (``set_meta``) is sealed with the session id and its key.
+
+A limited read checks the chain over the window and the one record before it, so it stays
+O(window). Writers that race each other may both name the same predecessor (each read the
+tail before the other wrote): such a fork is accepted, as a record naming *an earlier* record
+of the session.
+
+Records of the first format (``aniki-enc:v1:``, contents only, nothing bound) and plaintext
+records are refused, unless the session is opened with ``accept_unbound=True``, which reads
+them as they are, unchecked, to migrate them (see docs/security.md).
 
 Key rotation: pass several keys; the first encrypts, every one of them can decrypt. To rotate,
 put a new key first and keep the old ones until nothing they wrote is still read.
@@ -12,29 +26,58 @@ put a new key first and keep the old ones until nothing they wrote is still read
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from ..errors import StoreError, UserError
-from ..messages import Message, MessageLike, ToolCall, to_message
-from ._codec import check_limit
+from ..errors import StoreError, UserError, ValidationError
+from ..messages import Message, MessageLike, ToolCall, to_message, to_messages
+from ._codec import check_limit, encode_meta
 from ._policy import accepts_limit, add_each
 from .base import AsyncSession, Session
 
-__all__ = ["DecryptionError", "EncryptedSession"]
+__all__ = ["AlteredDataError", "DecryptionError", "EncryptedSession"]
 
 SessionT = TypeVar("SessionT", Session, AsyncSession)
 T = TypeVar("T")
 R = TypeVar("R")
 
-PREFIX = "aniki-enc:v1:"
-"""Marks an encrypted value; a value without it is plaintext written before encryption."""
+PREFIX = "aniki-enc:v2:"
+"""Marks a sealed envelope (message or meta value) of the current format."""
+
+V1_PREFIX = "aniki-enc:v1:"
+"""The first format: contents encrypted one by one, bound to nothing. Read only on request."""
+
+GENESIS = ""
+"""The chain value of a record written when the session was empty."""
 
 
 class DecryptionError(StoreError):
     """A stored value cannot be decrypted with any of the keys given (a wrong key, or tampering)."""
+
+
+class AlteredDataError(DecryptionError):
+    """A stored record decrypts, but is not where it was written: moved from another session,
+    reordered, copied, its clear fields changed, or written without the key (plaintext)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """A stored record, checked and opened."""
+
+    plain: Message
+    prev: str | None
+    """The chain value it names (``None`` for an unbound record read with accept_unbound)."""
+    digest: str
+
+
+def _digest(stored: Message) -> str:
+    raw = hashlib.sha256(stored.content.encode("utf-8", "surrogatepass")).digest()[:18]
+    return base64.urlsafe_b64encode(raw).decode("ascii")
 
 
 def _fernet(keys: Sequence[str | bytes]) -> Any:
@@ -55,23 +98,33 @@ def _fernet(keys: Sequence[str | bytes]) -> Any:
         ) from exc
 
 
-def _then(result: T | Awaitable[T], apply: Callable[[T], R]) -> R | Coroutine[Any, Any, R]:
-    """``apply(result)``, after awaiting ``result`` when it is awaitable."""
+def _then(result: Any, apply: Callable[[Any], Any]) -> Any:
+    """``apply(result)``, after awaiting ``result`` when it is awaitable (and what ``apply``
+    returns, when that is awaitable too)."""
     if inspect.isawaitable(result):
         awaitable = result
 
-        async def later() -> R:
-            return apply(await awaitable)
+        async def later() -> Any:
+            value = apply(await awaitable)
+            return await value if inspect.isawaitable(value) else value
 
         return later()
     return apply(result)
 
 
+class _NeedMore(Exception):
+    """A limited read found a record naming one before the window: read the whole history."""
+
+
 class EncryptedSession(Generic[SessionT]):
-    """A view of a session whose message contents are encrypted in the inner store.
+    """A view of a session whose messages are encrypted, and bound to their place, in the
+    inner store.
 
     It is of the same kind as the store it wraps (sync or async). Wrap it in a history
     policy, not the other way round, so that summaries a policy stores are encrypted too.
+    ``accept_unbound=True`` also reads records nothing binds (plaintext, and the first
+    encrypted format ``aniki-enc:v1:``), but only before the first record of the current
+    format: it is for reading a store written before, not for everyday use.
 
     Example::
 
@@ -81,16 +134,33 @@ class EncryptedSession(Generic[SessionT]):
         session.get_messages()[0].content  # the plaintext; the file holds only ciphertext
     """
 
-    def __init__(self, inner: SessionT, key: str | bytes, *old_keys: str | bytes) -> None:
+    _swap_meta: Callable[[str, Any, Any], Any]
+    """Set on the instance only when the inner store has it (see ``__init__``)."""
+
+    def __init__(
+        self,
+        inner: SessionT,
+        key: str | bytes,
+        *old_keys: str | bytes,
+        accept_unbound: bool = False,
+    ) -> None:
         for member in ("add_message", "get_messages", "clear"):
             if not callable(getattr(inner, member, None)):
                 raise UserError(f"EncryptedSession wraps a session; {inner!r} has no {member}()")
+        if not isinstance(accept_unbound, bool):
+            raise UserError(f"accept_unbound must be True or False, got {accept_unbound!r}")
         self._inner: SessionT = inner
         self._limited = accepts_limit(inner.get_messages)
         self._crypto = _fernet([key, *old_keys])
+        self._accept_unbound = accept_unbound
         self._local_meta: dict[str, Any] = {}
-        # Stored message -> plaintext, as the last whole read and the last limited read found.
-        self._plain: tuple[dict[Message, Message], dict[Message, Message]] = ({}, {})
+        # Stored record -> opened, as the last whole read and the last limited read found.
+        self._plain: tuple[dict[Message, _Opened], dict[Message, _Opened]] = ({}, {})
+        # The last record as this instance last read or wrote it (None: not known yet): a
+        # write chains onto it without a read of its own, so a turn costs no extra round trip.
+        self._known_tail: tuple[Message, ...] | None = None
+        if callable(getattr(inner, "_swap_meta", None)):
+            self._swap_meta = self._swap_sealed
 
     @staticmethod
     def generate_key() -> str:
@@ -109,80 +179,228 @@ class EncryptedSession(Generic[SessionT]):
         """The wrapped store, which holds only ciphertext."""
         return self._inner
 
-    # -- the pure part: one message at a time ----------------------------------------------
+    # -- sealing and opening, one value at a time ------------------------------------------
 
-    def _seal(self, text: str) -> str:
-        if not text:
-            return text
+    def _seal_text(self, text: str) -> str:
         token: bytes = self._crypto.encrypt(text.encode("utf-8"))
         return PREFIX + token.decode("ascii")
 
-    def _open(self, text: str, where: str) -> str:
-        if not text.startswith(PREFIX):
-            return text
+    def _decrypt_token(self, token: str, where: str) -> str:
         from cryptography.fernet import InvalidToken
 
         try:
-            return str(self._crypto.decrypt(text[len(PREFIX) :].encode("ascii")).decode("utf-8"))
+            return str(self._crypto.decrypt(token.encode("ascii")).decode("utf-8"))
         except (InvalidToken, UnicodeError, ValueError) as exc:
             raise DecryptionError(
-                f"cannot decrypt {where} of session {self.id!r}: the keys given are not the "
-                "ones it was written with (pass the old key after the new one), or the stored "
-                "value was altered"
+                f"cannot decrypt {where}: the keys given are not the ones it was written with "
+                "(pass the old key after the new one), or the stored value was altered"
             ) from exc
 
-    def encrypt(self, message: MessageLike) -> Message:
-        """``message`` as it is stored: content and tool arguments encrypted."""
+    def _unseal(self, text: str, where: str) -> Any:
+        plain = self._decrypt_token(text[len(PREFIX) :], where)
+        try:
+            return json.loads(plain)
+        except ValueError:  # authentic but not JSON: only a bug could write it
+            raise AlteredDataError(f"{where} decrypts to something that is not JSON") from None
+
+    def _open_v1(self, text: str, where: str) -> str:
+        if not text.startswith(V1_PREFIX):
+            return text
+        return self._decrypt_token(text[len(V1_PREFIX) :], where)
+
+    def encrypt(self, message: MessageLike, *, prev: str = GENESIS) -> Message:
+        """``message`` as it is stored: sealed whole with this session's id and ``prev``, the
+        chain value of the record it follows; roles, tool names and call ids also in the clear."""
         plain = to_message(message)
+        envelope = json.dumps(
+            {"s": self.id, "p": prev, "m": plain.to_dict()},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
         return Message(
             role=plain.role,
-            content=self._seal(plain.content),
-            tool_calls=tuple(
-                ToolCall(call.id, call.name, self._seal(call.arguments))
-                for call in plain.tool_calls
-            ),
+            content=self._seal_text(envelope),
+            tool_calls=tuple(ToolCall(call.id, call.name, "") for call in plain.tool_calls),
             tool_call_id=plain.tool_call_id,
         )
 
     def decrypt(self, message: Message, index: int = 0) -> Message:
-        """A stored message back in plaintext."""
-        where = f"message {index}"
-        return Message(
-            role=message.role,
-            content=self._open(message.content, where),
+        """A stored record back in plaintext, its envelope checked (not its place: a read
+        checks that)."""
+        return self._open_record(message, f"message {index} of session {self.id!r}").plain
+
+    def _open_record(self, stored: Message, where: str) -> _Opened:
+        if not stored.content.startswith(PREFIX):
+            return self._open_unbound(stored, where)
+        data = self._unseal(stored.content, where)
+        try:
+            session, prev, plain = data["s"], data["p"], Message.from_dict(data["m"])
+        except (KeyError, TypeError, ValidationError):
+            raise AlteredDataError(f"{where} decrypts to something that is not a message") from None
+        if session != self.id:
+            raise AlteredDataError(
+                f"{where} was written in session {session!r} and copied or moved here; refused"
+            )
+        clear = (
+            stored.role,
+            stored.tool_call_id,
+            [(c.id, c.name, c.arguments) for c in stored.tool_calls],
+        )
+        sealed = (plain.role, plain.tool_call_id, [(c.id, c.name, "") for c in plain.tool_calls])
+        if clear != sealed or not isinstance(prev, str):
+            raise AlteredDataError(
+                f"{where}: its role or tool fields in the store (role {stored.role!r}) are not "
+                f"the ones it was written with (role {plain.role!r}); refused"
+            )
+        return _Opened(plain, prev, _digest(stored))
+
+    def _open_unbound(self, stored: Message, where: str) -> _Opened:
+        first_format = stored.content.startswith(V1_PREFIX) or any(
+            call.arguments.startswith(V1_PREFIX) for call in stored.tool_calls
+        )
+        if not self._accept_unbound:
+            kind = (
+                "of the first encrypted format (aniki-enc:v1:), which binds it to nothing"
+                if first_format
+                else "plaintext: it was not written through EncryptedSession"
+            )
+            raise AlteredDataError(
+                f"{where} is {kind}; refused. If the store was written before this format "
+                "(or before encryption was turned on), open it with accept_unbound=True"
+            )
+        plain = Message(
+            role=stored.role,
+            content=self._open_v1(stored.content, where),
             tool_calls=tuple(
-                ToolCall(call.id, call.name, self._open(call.arguments, where))
-                for call in message.tool_calls
+                ToolCall(call.id, call.name, self._open_v1(call.arguments, where))
+                for call in stored.tool_calls
             ),
-            tool_call_id=message.tool_call_id,
+            tool_call_id=stored.tool_call_id,
         )
+        return _Opened(plain, None, _digest(stored))
 
-    def _plaintext(self, limit: int | None) -> Callable[[Sequence[Message]], tuple[Message, ...]]:
-        """What turns the inner store's answer to a read with ``limit`` into plaintext."""
+    # -- checking a read: every record in its place -----------------------------------------
+
+    def _plaintext(self, limit: int | None, *, limited: bool) -> Callable[[Sequence[Message]], Any]:
+        """What turns the inner store's answer into plaintext: the whole history, or (with
+        ``limit``) the last ``limit`` records of a read that asked for ``limit + 1`` when
+        ``limited``, of the whole history if not."""
         if limit is None:
-            return lambda stored: self._decrypt(stored, 0, whole=True)
-        return lambda stored: self._decrypt(
-            stored, max(len(stored) - max(limit, 0), 0), whole=False
-        )
+            return lambda stored: self._verify(stored, 0, complete=True, whole=True)
 
-    def _decrypt(
-        self, stored: Sequence[Message], start: int, *, whole: bool
+        def window(stored: Sequence[Message]) -> Any:
+            complete = not limited or len(stored) <= limit
+            try:
+                return self._verify(
+                    stored, max(len(stored) - limit, 0), complete=complete, whole=False
+                )
+            except _NeedMore:  # a fork reaching before the window, or unbound records
+                return self._wider(limit, 8)
+
+        return window
+
+    def _wider(self, limit: int, extra: int) -> Any:
+        """The last ``limit`` records, checked from ``extra`` records before them (then from
+        eight times as many, up to the whole history) until every one of them is placed."""
+        if extra > 4096 or not self._limited:
+            return _then(
+                self._inner.get_messages(),
+                lambda every: self._verify(
+                    every, max(len(every) - limit, 0), complete=True, whole=False
+                ),
+            )
+
+        def check(stored: Sequence[Message]) -> Any:
+            complete = len(stored) < limit + extra
+            try:
+                return self._verify(
+                    stored, max(len(stored) - limit, 0), complete=complete, whole=False
+                )
+            except _NeedMore:
+                return self._wider(limit, extra * 8)
+
+        return _then(self._inner.get_messages(limit=limit + extra), check)  # type: ignore[call-arg]
+
+    def _verify(
+        self, stored: Sequence[Message], start: int, *, complete: bool, whole: bool
     ) -> tuple[Message, ...]:
-        """``stored[start:]`` in plaintext. Only messages the last whole read and the last
-        limited read did not return are decrypted: a conversation read every turn costs what
-        is new, not the whole history."""
-        if start >= len(stored):
-            return ()
+        """``stored[start:]`` in plaintext, once every record of it is checked: sealed for
+        this session, its clear fields as sealed, no copy of another record, and written
+        after a record that is before it (the chain). ``stored[:start]`` is only hashed.
+        Only records the last whole read and the last limited read did not open are
+        decrypted: a conversation read every turn costs what is new, not the whole history.
+        """
         whole_map, window_map = self._plain
-        seen: dict[Message, Message] = {}
+        seen: dict[str, int] = {}
+        bound_before = False
+        for index in range(start):
+            record = stored[index]
+            known = whole_map.get(record) or window_map.get(record)
+            self._place(seen, known.digest if known else _digest(record), index, stored)
+            bound_before = bound_before or record.content.startswith(PREFIX)
+        opened: dict[Message, _Opened] = {}
         for index in range(start, len(stored)):
-            message = stored[index]
-            plain = whole_map.get(message) or window_map.get(message)
-            seen[message] = self.decrypt(message, index) if plain is None else plain
-        self._plain = (seen, window_map) if whole else (whole_map, seen)
-        return tuple(seen[stored[index]] for index in range(start, len(stored)))
+            record = stored[index]
+            where = (
+                f"message {index} of session {self.id!r}"
+                if complete
+                else f"message -{len(stored) - index} (from the end) of session {self.id!r}"
+            )
+            known = whole_map.get(record) or window_map.get(record)
+            record_opened = known or self._open_record(record, where)
+            if record_opened.prev is None:  # unbound, read on request: only before the rest
+                if bound_before:
+                    raise AlteredDataError(
+                        f"{where} is not sealed but follows sealed records: it was inserted"
+                    )
+                if not complete:
+                    raise _NeedMore
+            elif record_opened.prev not in seen and (record_opened.prev != GENESIS or not complete):
+                if not complete:
+                    raise _NeedMore
+                raise AlteredDataError(
+                    f"{where} was not written after any record before it: records were "
+                    "removed from before it, reordered, or taken from another copy of the "
+                    "session; refused"
+                )
+            self._place(seen, record_opened.digest, index, stored)
+            bound_before = bound_before or record_opened.prev is not None
+            opened[record] = record_opened
+        self._plain = (opened, window_map) if whole else (whole_map, opened)
+        self._known_tail = tuple(stored[-1:])
+        return tuple(opened[stored[index]].plain for index in range(start, len(stored)))
+
+    def _place(
+        self, seen: dict[str, int], digest: str, index: int, stored: Sequence[Message]
+    ) -> None:
+        if digest in seen:
+            raise AlteredDataError(
+                f"message {index} of session {self.id!r} (of {len(stored)} read) is a copy of "
+                f"message {seen[digest]}; refused"
+            )
+        seen[digest] = index
 
     # -- the session protocol --------------------------------------------------------------
+
+    def _tail(self) -> Any:
+        """The last stored record (in a tuple, empty when there is none), to chain onto: as
+        this instance last saw it, or read now. A record written by another writer since
+        makes the new record a fork, which reads accept (see the module docstring)."""
+        if self._known_tail is not None:
+            return self._known_tail
+        if self._limited:
+            return self._inner.get_messages(limit=1)  # type: ignore[call-arg]
+        return _then(self._inner.get_messages(), lambda stored: tuple(stored)[-1:])
+
+    def _chain(self, batch: Sequence[Message], tail: Sequence[Message]) -> list[Message]:
+        prev = _digest(tail[-1]) if tail else GENESIS
+        sealed: list[Message] = []
+        for message in batch:
+            sealed.append(self.encrypt(message, prev=prev))
+            prev = _digest(sealed[-1])
+        if sealed:
+            self._known_tail = (sealed[-1],)
+        return sealed
 
     @overload
     def add_message(self: EncryptedSession[Session], message: MessageLike) -> None: ...
@@ -191,8 +409,11 @@ class EncryptedSession(Generic[SessionT]):
         self: EncryptedSession[AsyncSession], message: MessageLike
     ) -> Coroutine[Any, Any, None]: ...
     def add_message(self, message: MessageLike) -> Any:
-        """Encrypt and append one message."""
-        return self._inner.add_message(self.encrypt(message))
+        """Encrypt and append one message (chained onto the record now last)."""
+        plain = to_message(message)
+        return _then(
+            self._tail(), lambda tail: self._inner.add_message(self._chain([plain], tail)[0])
+        )
 
     @overload
     def add_messages(self: EncryptedSession[Session], messages: Iterable[MessageLike]) -> None: ...
@@ -202,11 +423,16 @@ class EncryptedSession(Generic[SessionT]):
     ) -> Coroutine[Any, Any, None]: ...
     def add_messages(self, messages: Iterable[MessageLike]) -> Any:
         """Encrypt and append a batch (atomically when the inner store can)."""
-        batch = [self.encrypt(message) for message in messages]
-        add_many = getattr(self._inner, "add_messages", None)
-        if add_many is not None:
-            return add_many(batch)
-        return add_each(self._inner, batch)
+        batch = to_messages(messages)
+
+        def write(tail: Sequence[Message]) -> Any:
+            sealed = self._chain(batch, tail)
+            add_many = getattr(self._inner, "add_messages", None)
+            if add_many is not None:
+                return add_many(sealed)
+            return add_each(self._inner, sealed)
+
+        return _then(self._tail(), write)
 
     @overload
     def get_messages(
@@ -217,23 +443,35 @@ class EncryptedSession(Generic[SessionT]):
         self: EncryptedSession[AsyncSession], limit: int | None = None
     ) -> Coroutine[Any, Any, tuple[Message, ...]]: ...
     def get_messages(self, limit: int | None = None) -> Any:
-        """The history in plaintext; with ``limit``, the most recent ``limit`` messages."""
+        """The history in plaintext; with ``limit``, the most recent ``limit`` messages.
+
+        A limited read fetches one record more than it returns: the chain of the window is
+        checked from the record before it.
+        """
         limit = check_limit(limit)
         if limit is not None and self._limited:
-            stored = self._inner.get_messages(limit=limit)  # type: ignore[call-arg]
-        else:  # everything; with a limit over a store that has none, only the tail is opened
-            stored = self._inner.get_messages()
-        return _then(stored, self._plaintext(limit))
+            stored = self._inner.get_messages(limit=limit + 1)  # type: ignore[call-arg]
+            return _then(stored, self._plaintext(limit, limited=True))
+        # everything; with a limit over a store that has none, only the tail is opened
+        return _then(self._inner.get_messages(), self._plaintext(limit, limited=False))
 
     def _add_then_get(self, messages: list[Message], limit: int | None = None) -> Any:
-        # Encrypt, append and read back in one round trip when the inner store fuses the two
-        # (see aniki._run.session_io); None, having written nothing, when it cannot.
+        # Encrypt, append and read back in one round trip (after the tail read) when the
+        # inner store fuses the two (see aniki._run.session_io); None, having written
+        # nothing, when it cannot.
         fused = getattr(self._inner, "_add_then_get", None)
         if fused is None:
             return None
-        batch = [self.encrypt(message) for message in messages]
-        stored = fused(batch) if limit is None else fused(batch, limit)
-        return None if stored is None else _then(stored, self._plaintext(limit))
+        batch = to_messages(messages)
+
+        def write(tail: Sequence[Message]) -> Any:
+            sealed = self._chain(batch, tail)
+            stored = fused(sealed) if limit is None else fused(sealed, check_limit(limit) + 1)  # type: ignore[operator]
+            if stored is None:
+                return None
+            return _then(stored, self._plaintext(check_limit(limit), limited=limit is not None))
+
+        return _then(self._tail(), write)
 
     @overload
     def clear(self: EncryptedSession[Session]) -> None: ...
@@ -241,34 +479,75 @@ class EncryptedSession(Generic[SessionT]):
     def clear(self: EncryptedSession[AsyncSession]) -> Coroutine[Any, Any, None]: ...
     def clear(self) -> Any:
         """Delete the history."""
+        self._known_tail = None
         return self._inner.clear()
 
+    # -- derived state ---------------------------------------------------------------------
+
+    def _seal_meta(self, key: str, value: Any) -> str:
+        value_text = encode_meta(key, value)  # a UserError for what is not JSON-safe
+        return self._seal_text(
+            f'{{"s":{json.dumps(self.id)},"k":{json.dumps(key)},"v":{value_text}}}'
+        )
+
+    def _unseal_meta(self, key: str, raw: Any) -> Any:
+        if raw is None:
+            return None
+        where = f"meta {key!r} of session {self.id!r}"
+        if isinstance(raw, str) and raw.startswith(PREFIX):
+            data = self._unseal(raw, where)
+            if not isinstance(data, dict) or "v" not in data:
+                raise AlteredDataError(f"{where} decrypts to something that is not a meta value")
+            if data.get("s") != self.id or data.get("k") != key:
+                raise AlteredDataError(
+                    f"{where} was written as {data.get('k')!r} of session {data.get('s')!r} "
+                    "and copied or moved here; refused"
+                )
+            return data["v"]
+        if not self._accept_unbound:
+            raise AlteredDataError(
+                f"{where} is not sealed by this format (plaintext, or aniki-enc:v1:); refused. "
+                "Open the session with accept_unbound=True to read it"
+            )
+        if isinstance(raw, str) and raw.startswith(V1_PREFIX):
+            return json.loads(self._open_v1(raw, where))
+        return raw
+
     def get_meta(self, key: str) -> Any:
-        """Derived state (such as a summary), decrypted."""
+        """Derived state (such as a summary), decrypted and checked to be this session's."""
         getter = getattr(self._inner, "get_meta", None)
         if getter is None:
             return self._local_meta.get(key)
-
-        def unseal(value: Any) -> Any:
-            if not isinstance(value, str) or not value.startswith(PREFIX):
-                return value
-            return json.loads(self._open(value, f"record {key!r}"))
-
-        return _then(getter(key), unseal)
+        return _then(getter(key), lambda raw: self._unseal_meta(key, raw))
 
     def set_meta(self, key: str, value: Any) -> Any:
-        """Store derived state encrypted (``None`` deletes it).
-
-        Over a store that keeps no derived state, it is kept in this process only.
+        """Store derived state encrypted, bound to this session and ``key`` (``None`` deletes
+        it). Over a store that keeps no derived state, it is kept in this process only.
         """
         setter = getattr(self._inner, "set_meta", None)
         if setter is None:
             if value is None:
                 self._local_meta.pop(key, None)
             else:
-                self._local_meta[key] = value
+                self._local_meta[key] = json.loads(encode_meta(key, value))
             return None
-        return setter(key, None if value is None else self._seal(json.dumps(value)))
+        return setter(key, None if value is None else self._seal_meta(key, value))
+
+    def _swap_sealed(self, key: str, expected: Any, value: Any) -> Any:
+        """``_swap_meta`` over the ciphertexts: compares plaintext, swaps the raw values."""
+        new = None if value is None else self._seal_meta(key, value)
+        inner: Any = self._inner
+
+        def swap(raw: Any) -> Any:
+            if _canonical(self._unseal_meta(key, raw)) != _canonical(expected):
+                return False
+            return inner._swap_meta(key, raw, new)
+
+        return _then(inner.get_meta(key), swap)
 
     def __repr__(self) -> str:
         return f"EncryptedSession({self._inner!r})"
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

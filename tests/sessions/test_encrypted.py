@@ -280,3 +280,44 @@ def test_swap_meta_compares_plaintext_and_exists_only_over_a_store_with_it(
     assert session._swap_meta("cut", {"at": 2}, None) is True
     assert session.get_meta("cut") is None
     assert not hasattr(EncryptedSession(FourMethodStore(), key), "_swap_meta")
+
+
+def _append_through_encryption(path: str, key: str, writer: int, count: int) -> None:
+    session = EncryptedSession(SQLiteSession("shared", path=path), key)
+    for step in range(count):
+        if step % 3 == 0:  # a fresh instance sometimes, one that keeps its tail otherwise
+            session = EncryptedSession(SQLiteSession("shared", path=path), key)
+        session.add_message({"role": "user", "content": f"w{writer} m{step}"})
+        if step % 5 == 0:
+            session.add_messages([Message("assistant", f"w{writer} b{step}.{i}") for i in range(3)])
+
+
+def test_writers_racing_in_several_processes_leave_a_readable_history(tmp_path: Path) -> None:
+    import multiprocessing
+
+    key = EncryptedSession.generate_key()
+    path = str(tmp_path / "race.db")
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_append_through_encryption, args=(path, key, w, 40))
+        for w in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    session = EncryptedSession(SQLiteSession("shared", path=path), key)
+    history = [m.content for m in session.get_messages()]
+    assert len(history) == 4 * (40 + 8 * 3)
+    for writer in range(4):  # each writer's order is kept
+        own = [text for text in history if text.startswith(f"w{writer} ")]
+        assert own == [
+            text
+            for step in range(40)
+            for text in [f"w{writer} m{step}"]
+            + ([f"w{writer} b{step}.{i}" for i in range(3)] if step % 5 == 0 else [])
+        ]
+    for limit in (1, 5, 17, 60, 400):
+        fresh = EncryptedSession(SQLiteSession("shared", path=path), key)
+        assert [m.content for m in fresh.get_messages(limit=limit)] == history[-limit:]

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,16 +15,15 @@ from ..tokens import TokenCounter, counter_for_model
 from ._policy import ReadInfo, accepts_limit, check_positive, check_session
 from ._select import select_start
 from ._summary import (
-    CLAIM_KEY,
     DEFAULT_PROMPT,
     SUMMARY_KEY,
-    Claim,
     Summary,
     chunk_ends,
     fit_text,
     render_request,
     summary_message,
 )
+from ._summary_claim import Claims, Lease
 from .base import AsyncSession, Session
 from .memory import InMemorySession
 
@@ -40,8 +36,6 @@ logger = logging.getLogger("aniki")
 
 _FETCH_MARGIN = 16
 
-_LEASE = 30.0
-"""Seconds a claim to summarize lasts unless renewed (it is, every third of that)."""
 _ROUNDS = 8
 """How often a read starts again after another reader's summary changed what it read."""
 
@@ -126,6 +120,7 @@ class SummarizingSession:
         self._swap_meta: Callable[[str, Any, Any], Any] | None = (
             swap if self._meta is not None and callable(swap) else None
         )
+        self._claims = Claims(self._load_record, self._swap) if self._swap_meta else None
         self._summary: Summary | None = None  # the record, for stores without get_meta
         self._total_hint: int | None = None
         self._previous_view: tuple[Message, ...] | None = None
@@ -275,61 +270,20 @@ class SummarizingSession:
             stored = Summary.from_record(base)
             if stored is not None and stored.covered >= summary.covered:
                 return stored
-        return Summary.from_record(base)
+        return Summary.from_record(base) or summary  # not stored: the read starts again
 
-    async def _claim(self, loaded: Summary | None, record: Any) -> _Lease | None:
+    async def _claim(self, loaded: Summary | None, record: Any) -> Lease | None:
         """The right to summarize now; ``None`` after waiting for another reader's summary.
 
         Over a store without ``_swap_meta`` every reader summarizes (an empty lease).
         """
-        if self._swap_meta is None:
-            return _Lease(None)
-        now = time.time()
-        current = await self._load_record(CLAIM_KEY)
-        held = Claim.from_record(current)
-        if held is not None and held.expires > now:
-            await self._wait(current, held)
-            return None
-        claim = Claim(uuid.uuid4().hex, loaded.covered if loaded else 0, now + _LEASE)
-        if not await self._swap(CLAIM_KEY, current, claim.to_record()):
-            return None  # another reader claimed it first: read again, and wait for it there
-        lease = _Lease(claim)
-        if await self._load_record() != record:  # a summary was stored meanwhile: use it
-            await self._release(lease)
-            return None
-        lease.keeper = asyncio.ensure_future(self._keep(lease))
-        return lease
+        if self._claims is None:
+            return Lease(None)
+        return await self._claims.claim(loaded.covered if loaded else 0, record)
 
-    async def _wait(self, current: Any, held: Claim) -> None:
-        """Until the claim ``current`` is given back, renewed or lapses (its holder may store
-        several summaries, one per chunk, before it gives the claim back)."""
-        pause = 0.02
-        while time.time() < held.expires:
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.25)
-            if await self._load_record(CLAIM_KEY) != current:
-                return
-
-    async def _keep(self, lease: _Lease) -> None:
-        """Renew the lease while its summary is being made, so that it never lapses then."""
-        while lease.claim is not None:
-            await asyncio.sleep(_LEASE / 3)
-            old = lease.claim
-            new = Claim(old.owner, old.covered, time.time() + _LEASE)
-            if not await self._swap(CLAIM_KEY, old.to_record(), new.to_record()):
-                lease.claim, lease.lost = None, True  # another reader thought this one gone
-                return
-            lease.claim = new
-
-    async def _release(self, lease: _Lease) -> None:
-        if lease.keeper is not None:
-            lease.keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await lease.keeper
-        claim, lease.claim = lease.claim, None
-        if claim is not None:
-            with contextlib.suppress(Exception):  # a claim left behind lapses by itself
-                await self._swap(CLAIM_KEY, claim.to_record(), None)
+    async def _release(self, lease: Lease) -> None:
+        if self._claims is not None:
+            await self._claims.release(lease)
 
     async def _fetch(self, limit: int | None) -> Sequence[Message]:
         inner: Any = self._inner
@@ -389,7 +343,7 @@ class SummarizingSession:
         base: Any,
         tail: Sequence[Message],
         total: int,
-        lease: _Lease,
+        lease: Lease,
     ) -> tuple[Summary | None, Sequence[Message], bool]:
         """Fold the messages before the recent ``keep_recent`` tokens into the summary.
 
@@ -441,15 +395,6 @@ class SummarizingSession:
 
     def __repr__(self) -> str:
         return f"SummarizingSession({self._inner!r}, max_tokens={self.max_tokens})"
-
-
-class _Lease:
-    """A claim held while a summary is made (``claim`` is ``None`` once lost or given back)."""
-
-    def __init__(self, claim: Claim | None) -> None:
-        self.claim = claim
-        self.lost = False
-        self.keeper: asyncio.Future[None] | None = None
 
 
 def _place(

@@ -321,3 +321,14 @@ def test_writers_racing_in_several_processes_leave_a_readable_history(tmp_path: 
     for limit in (1, 5, 17, 60, 400):
         fresh = EncryptedSession(SQLiteSession("shared", path=path), key)
         assert [m.content for m in fresh.get_messages(limit=limit)] == history[-limit:]
+
+
+def test_an_append_after_the_store_was_cleared_elsewhere_stays_readable() -> None:
+    store = InMemorySession("cleared")
+    key = EncryptedSession.generate_key()
+    session = EncryptedSession(store, key)
+    session.add_messages([Message("user", "one"), Message("assistant", "two")])
+    assert len(session.get_messages()) == 2
+    store.clear()  # another process, or undo() on the inner store
+    session.add_message({"role": "user", "content": "fresh start"})
+    assert [m.content for m in EncryptedSession(store, key).get_messages()] == ["fresh start"]

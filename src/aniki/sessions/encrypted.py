@@ -157,7 +157,8 @@ class EncryptedSession(Generic[SessionT]):
         # Stored record -> opened, as the last whole read and the last limited read found.
         self._plain: tuple[dict[Message, _Opened], dict[Message, _Opened]] = ({}, {})
         # The last record as this instance last read or wrote it (None: not known yet): a
-        # write chains onto it without a read of its own, so a turn costs no extra round trip.
+        # fused append-and-read chains onto it without a read of its own, so a Runner's turn
+        # over Redis or PostgreSQL costs no extra round trip.
         self._known_tail: tuple[Message, ...] | None = None
         if callable(getattr(inner, "_swap_meta", None)):
             self._swap_meta = self._swap_sealed
@@ -382,11 +383,12 @@ class EncryptedSession(Generic[SessionT]):
 
     # -- the session protocol --------------------------------------------------------------
 
-    def _tail(self) -> Any:
-        """The last stored record (in a tuple, empty when there is none), to chain onto: as
-        this instance last saw it, or read now. A record written by another writer since
-        makes the new record a fork, which reads accept (see the module docstring)."""
-        if self._known_tail is not None:
+    def _tail(self, *, known: bool = False) -> Any:
+        """The last stored record (in a tuple, empty when there is none), to chain onto: read
+        now, or with ``known`` as this instance last saw it, when it has seen one. A record
+        written by another writer since makes the new record a fork, which reads accept (see
+        the module docstring)."""
+        if known and self._known_tail is not None:
             return self._known_tail
         if self._limited:
             return self._inner.get_messages(limit=1)  # type: ignore[call-arg]
@@ -471,7 +473,7 @@ class EncryptedSession(Generic[SessionT]):
                 return None
             return _then(stored, self._plaintext(check_limit(limit), limited=limit is not None))
 
-        return _then(self._tail(), write)
+        return _then(self._tail(known=True), write)
 
     @overload
     def clear(self: EncryptedSession[Session]) -> None: ...

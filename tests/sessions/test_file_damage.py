@@ -277,3 +277,20 @@ def test_list_sessions_without_a_problems_list_logs_each_bad_file(
     assert len(logged) == len(bad)
     for name in bad:
         assert any(name in line for line in logged)
+
+
+def test_a_new_file_never_inherits_the_refusal_of_a_deleted_damaged_one(tmp_path: Path) -> None:
+    # File systems hand a freed inode to the next new file: the refusal must not follow it.
+    for attempt in range(30):
+        directory = tmp_path / f"round-{attempt}"
+        session = FileSession("s", directory)
+        session.add_message(Message("user", "a"))
+        session.path.write_bytes(session.path.read_bytes() + b"{damaged}\n")
+        with pytest.raises(CorruptStoreError):
+            FileSession("s", directory).add_message(Message("user", "b"))
+        session.close()
+        shutil.rmtree(directory)
+        fresh = FileSession("t", tmp_path / f"other-{attempt}")
+        fresh.add_message(Message("user", "new file, new history"))
+        assert fresh.get_messages() == (Message("user", "new file, new history"),)
+        fresh.close()

@@ -272,3 +272,20 @@ def test_every_single_bit_flip_of_the_header_is_harmless_or_refused(
             outcomes[f"{read}, then {write}"] += 1
             path.unlink()
     print("\nheader bit flips:", dict(outcomes))
+
+
+def test_a_new_file_never_inherits_the_refusal_of_a_deleted_damaged_one(
+    pristine: bytes, tmp_path: Path
+) -> None:
+    # File systems hand a freed inode to the next new file: the refusal must not follow it.
+    for attempt in range(30):
+        path = tmp_path / f"chat-{attempt}.db"
+        path.write_bytes(pristine[:100] + bytes(len(pristine) - 100))
+        with pytest.raises(CorruptStoreError):
+            SQLiteSession("s", path).add_message(Message("user", "refused"))
+        SQLiteStore(path).close()
+        path.unlink()
+        path.write_bytes(b"")  # a new, empty file at the same path
+        SQLiteSession("s", path).add_message(Message("user", "fresh"))
+        assert SQLiteSession("s", path).get_messages() == (Message("user", "fresh"),)
+        SQLiteStore(path).close()

@@ -84,8 +84,13 @@ def _close(conn: sqlite3.Connection) -> None:
         conn.close()
 
 
-_DAMAGED: dict[str, tuple[tuple[int, int] | None, str]] = {}
-"""Files found damaged in this process: path -> (the file's identity then, what was found)."""
+_DAMAGED: dict[str, tuple[tuple[int, int], str]] = {}
+"""Files found damaged in this process: path -> (the file's device and inode, what was found)."""
+_HELD: list[int] = []
+"""A descriptor of every file in :data:`_DAMAGED`, never closed: while it is open, no new file
+can be given the same inode (file systems reuse freed ones at once), so a refusal never
+passes to another file. Never closed, too, because closing any descriptor of a file drops
+the POSIX locks SQLite holds on it in this process."""
 _DAMAGED_LOCK = threading.Lock()
 
 
@@ -191,8 +196,16 @@ class Database:
     def damaged(self, error: CorruptStoreError) -> CorruptStoreError:
         """Remember that this file is damaged (no write will touch it again); ``error``."""
         with _DAMAGED_LOCK:
-            if self._key not in _DAMAGED:
-                _DAMAGED[self._key] = (_identity(self.path), str(error).split(" [store: ")[0])
+            if self._key in _DAMAGED:
+                return error
+            try:
+                held = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                return error  # gone already: there is nothing left to write to
+            _HELD.append(held)
+            status = os.fstat(held)
+            reason = str(error).split(" [store: ")[0]
+            _DAMAGED[self._key] = ((status.st_dev, status.st_ino), reason)
         return error
 
     def damage(self, what: str) -> CorruptStoreError:
@@ -219,9 +232,7 @@ class Database:
             self.close()  # its connection is to the file that was moved away
             return
         raise CorruptStoreError(
-            f"the database file was found damaged earlier ({found[1]}); no write is made to "
-            f"a damaged file. {damage_hint(self.path)}",
-            store=self.label,
+            f"no write is made to a file found damaged earlier: {found[1]}", store=self.label
         )
 
     def fail(self, exc: sqlite3.Error) -> NoReturn:

@@ -84,8 +84,11 @@ _DAMAGE_HINT = (
     "No write is made to a damaged file: repair or delete that line, restore the file from a "
     "backup, or move the file aside (the session then starts empty)"
 )
-_DAMAGED: dict[tuple[int, int], str] = {}
-"""Session files this process found damaged, by (device, inode): no write goes to them."""
+_DAMAGED: dict[tuple[int, int], tuple[int, str]] = {}
+"""Session files this process found damaged, by (device, inode): a descriptor of the file,
+held so that no new file is given the same inode while it is listed, and what was found.
+No write goes to them."""
+_DAMAGED_LOCK = threading.Lock()
 
 
 def _directory(directory: str | os.PathLike[str]) -> Path:
@@ -416,7 +419,10 @@ class FileSession:
                 self._offset += complete
         if whole and _DAMAGED:  # the whole file reads well again: it was repaired in place
             status = os.fstat(fd)
-            _DAMAGED.pop((status.st_dev, status.st_ino), None)
+            with _DAMAGED_LOCK:
+                repaired = _DAMAGED.pop((status.st_dev, status.st_ino), None)
+            if repaired is not None:
+                os.close(repaired[0])
 
     def _head(self, fd: int) -> tuple[int, int] | None:
         try:
@@ -435,10 +441,13 @@ class FileSession:
 
     def _remember(self, fd: int, reason: str) -> None:
         status = os.fstat(fd)
-        _DAMAGED.setdefault((status.st_dev, status.st_ino), reason.split(" [store: ")[0])
+        key = (status.st_dev, status.st_ino)
+        with _DAMAGED_LOCK:
+            if key not in _DAMAGED:
+                _DAMAGED[key] = (os.dup(fd), reason.split(" [store: ")[0])
 
     def _refused(self, status: os.stat_result) -> CorruptStoreError:
-        found = _DAMAGED.get((status.st_dev, status.st_ino), "")
+        found = _DAMAGED.get((status.st_dev, status.st_ino), (-1, ""))[1]
         return CorruptStoreError(
             f"the session file was found damaged earlier ({found}). {_DAMAGE_HINT}",
             store=self._label,

@@ -40,6 +40,14 @@ def _needs_trim_to() -> None:
         pytest.skip("WindowedSession has no trim_to= yet")
 
 
+def _reports_agree(turns: list[Turn]) -> None:
+    """aniki's own context report says, per call, whether the prefix was kept: so did the
+    requests it sent."""
+    for previous, turn in pairwise(turns):
+        [report] = turn.result.context_reports
+        assert report.prefix_kept == kept_prefix(previous, turn), f"turn {turn.number}"
+
+
 @pytest.fixture(scope="module")
 def ran() -> dict[str, list[Turn]]:
     """Conversations already run in this module, by name: two tests read the sliding one."""
@@ -62,6 +70,7 @@ async def test_growing_history_is_served_from_the_cache(
     turns = await _conversation(llama, provider, _store(tmp_path, "plain"))
 
     later = turns[1:]
+    _reports_agree(turns)
     assert reuse_share(later) >= 0.8, describe(turns)
     for previous, turn in pairwise(turns):
         assert kept_prefix(previous, turn)
@@ -73,6 +82,7 @@ async def test_a_window_sliding_every_turn_is_evaluated_every_turn(
 ) -> None:
     turns = await _sliding(llama, provider, tmp_path, ran)
 
+    _reports_agree(turns)
     sliding = [t for p, t in pairwise(turns) if not kept_prefix(p, t)]
     assert len(sliding) >= 4, describe(turns)  # from turn 4 on, once 6 messages are full
     previous = {t.number: p for p, t in pairwise(turns)}
@@ -88,6 +98,7 @@ async def test_the_default_window_keeps_its_start_between_cuts(
     sliding = await _sliding(llama, provider, tmp_path, ran)
     stepped = await _conversation(llama, provider, WindowedSession(_store(tmp_path, "step"), 6))
 
+    _reports_agree(stepped)
     pairs = list(pairwise(stepped))
     kept = [(p, t) for p, t in pairs if kept_prefix(p, t)]
     assert len(kept) >= len(pairs) / 2, describe(stepped)  # cuts come every other turn at most

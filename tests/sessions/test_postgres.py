@@ -525,3 +525,43 @@ def test_a_pool_without_a_free_connection_raises_store_unavailable(table: str) -
         with pool.connection(), taken:  # the only connection is in use
             session.get_messages()
         assert [m.content for m in session.get_messages()] == ["hi"]
+
+
+# --- bad input to the constructors --------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [PostgresSession, AsyncPostgresSession], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"pool": "x"}, "pool must be a psycopg_pool"),
+        ({"pool": 3}, "pool must be a psycopg_pool"),
+        ({"dsn": 123}, "dsn must be a string"),
+        ({"dsn": b"postgresql://localhost/test"}, "dsn must be a string"),
+        ({"dsn": "postgresql://u:pw-9@h/db", "timeout": -1}, "timeout must be"),
+        ({"dsn": "postgresql://u:pw-9@h/db", "timeout": 0}, "timeout must be"),
+        ({"dsn": "postgresql://u:pw-9@h/db", "timeout": float("nan")}, "timeout must be"),
+        ({"dsn": "postgresql://u:pw-9@h/db", "timeout": float("inf")}, "timeout must be"),
+        ({"dsn": "postgresql://u:pw-9@h/db", "timeout": "5"}, "timeout must be"),
+        ({"dsn": "postgresql://u:pw-9@h/db", "timeout": True}, "timeout must be"),
+        ({"dsn": "postgresql://u:pw-9@h/db", "table": 5}, "invalid table name"),
+        ({}, "needs a dsn"),
+    ],
+)
+def test_bad_constructor_arguments_are_user_errors(
+    cls: type, options: dict[str, object], words: str
+) -> None:
+    with pytest.raises(UserError, match=words) as info:
+        cls("x", **options)
+    assert "pw-9" not in str(info.value)
+
+
+def test_a_pool_of_the_other_kind_is_refused() -> None:
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    sync_pool = ConnectionPool("postgresql://localhost/test", open=False)
+    async_pool = AsyncConnectionPool("postgresql://localhost/test", open=False)
+    with pytest.raises(UserError, match=r"psycopg_pool\.AsyncConnectionPool"):
+        AsyncPostgresSession("x", pool=sync_pool)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match=r"psycopg_pool\.ConnectionPool"):
+        PostgresSession("x", pool=async_pool)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ is its own transaction, several run between BEGIN and COMMIT.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import timezone
@@ -36,9 +37,36 @@ from ._history_cache import HistoryCache, unfused
 from ._postgres_sql import check_table, statements
 from .base import SessionInfo
 
-__all__ = ["Flow", "PostgresCore", "Query", "import_psycopg", "translate"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "Flow",
+    "PostgresCore",
+    "Query",
+    "check_timeout",
+    "import_psycopg",
+    "translate",
+]
 
 T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds one call may take: waiting for a pooled connection, connecting, the statements."""
+
+
+def check_timeout(timeout: object) -> float:
+    """``timeout`` as seconds; :class:`~aniki.UserError` unless a finite number above 0."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise UserError(
+            "timeout must be the seconds a call may wait for PostgreSQL, a finite number "
+            f"greater than 0 such as timeout=10.0; got {timeout!r}"
+        )
+    return float(timeout)
+
 
 # Tables already created (and their version checked) by this process: (conninfo, table).
 _READY: set[tuple[str, str]] = set()
@@ -226,18 +254,41 @@ def import_psycopg() -> Any:
     return psycopg
 
 
-def translate(exc: Exception, store: str) -> StoreError:
-    """A psycopg (or psycopg_pool) exception as the aniki error a caller can act on."""
+def translate(
+    exc: Exception,
+    store: str,
+    *,
+    timeout: float,
+    timed_out: bool = False,
+    dsn_connect_timeout: bool = False,
+) -> StoreError:
+    """A psycopg (or psycopg_pool) exception as the aniki error a caller can act on.
+
+    ``timed_out``: the call's deadline cut its connection; ``dsn_connect_timeout``: the DSN
+    sets ``connect_timeout`` itself (so connecting is bounded by that, not by ``timeout``).
+    """
     import psycopg
 
     text = " ".join(str(exc).split()) or type(exc).__name__
+    longer = f"wait longer with timeout= (now {timeout:g} s)"
+    if timed_out or type(exc).__name__ == "ConnectionTimeout":
+        if isinstance(exc, psycopg.errors.ConnectionTimeout) and dsn_connect_timeout:
+            longer = "raise connect_timeout in the DSN"
+        return StoreUnavailableError(
+            f"PostgreSQL did not answer in time ({text}); check that the server is running "
+            f"and reachable, or {longer}",
+            store=store,
+        )
     if isinstance(exc, psycopg.OperationalError):
         if "database" in text and "does not exist" in text:
             hint = "create it (CREATE DATABASE ...) or fix the database name in the DSN"
         elif "password" in text or ("role" in text and "does not exist" in text):
             hint = "check the user name and password in the DSN"
         elif type(exc).__name__ in {"PoolTimeout", "TooManyRequests"}:
-            hint = "no pooled connection became free in time; enlarge the pool or its timeout"
+            hint = (
+                "no pooled connection became free in time (the pool is full, or cannot "
+                f"connect); enlarge the pool's max_size, or {longer}"
+            )
         else:
             hint = "check that the server is running and the DSN's host, port and database"
         return StoreUnavailableError(f"cannot use PostgreSQL ({text}); {hint}", store=store)

@@ -1,13 +1,27 @@
-"""Running a PostgreSQL session's flow on one connection, sync or async.
+"""Running a PostgreSQL session's flow on one connection, sync or async, within a deadline.
 
 A flow (see ``_postgres_core``) yields queries; these drivers run them. Statements marked
 ``alone`` run as their own transactions on an autocommit connection (one round trip each);
 any other flow runs between BEGIN and COMMIT.
+
+psycopg waits for a reply without any limit: a server that hangs, or a network that stops
+delivering while the kernel still acknowledges what was sent, holds a call forever (server
+settings such as ``statement_timeout`` need a server that still runs). :func:`arm` bounds the
+wait from the client's side: when the deadline passes, one watchdog thread shuts the
+connection's socket down, which wakes the waiting call (sync or async) with an
+``OperationalError``; the connection is then dropped. A write cut off this way may or may not
+have been committed, as with any connection lost before its reply.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._postgres_core import Flow, Query
@@ -15,7 +29,7 @@ from ._postgres_core import Flow, Query
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["adrive", "borrow_autocommit", "drive"]
+__all__ = ["Alarm", "adrive", "arm", "borrow_autocommit", "disarm", "drive"]
 
 T = TypeVar("T")
 
@@ -73,3 +87,89 @@ async def adrive(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
                 step = flow.send(await cursor.fetchall() if cursor.rownumber is not None else [])
         except StopIteration as done:
             return cast(T, done.value)
+
+
+class Alarm:
+    """Whether the deadline passed while the connection was in use (then its socket was shut)."""
+
+    __slots__ = ("fired", "pending")
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.pending = True
+
+
+class _Watchdog:
+    """One daemon thread running the actions of armed alarms when their deadlines pass.
+
+    Arming and disarming take a lock and push onto a heap: no thread per call. An action runs
+    under the lock, so once :meth:`disarm` returns, the alarm can no longer touch the
+    connection, which may go back to a pool and serve another call.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, int, Alarm, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, deadline: float, action: Callable[[], None]) -> Alarm:
+        entry = Alarm()
+        with self._lock:
+            first = not self._heap or deadline < self._heap[0][0]
+            heapq.heappush(self._heap, (deadline, next(self._order), entry, action))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="aniki-postgres-timeouts", daemon=True
+                )
+                self._thread.start()
+            elif first:
+                self._lock.notify()
+        return entry
+
+    def disarm(self, entry: Alarm) -> bool:
+        """Stop ``entry``; whether it had fired."""
+        with self._lock:
+            entry.pending = False
+            return entry.fired
+
+    def _watch(self) -> None:
+        with self._lock:
+            while True:
+                while self._heap and not self._heap[0][2].pending:
+                    heapq.heappop(self._heap)  # disarmed: dropped lazily
+                if not self._heap:
+                    self._lock.wait()
+                    continue
+                deadline, _, entry, action = self._heap[0]
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._lock.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+                entry.pending, entry.fired = False, True
+                with contextlib.suppress(Exception):
+                    action()
+
+
+_WATCHDOG = _Watchdog()
+
+
+def _shut(fileno: int) -> Callable[[], None]:
+    def shut() -> None:
+        # A duplicate of the descriptor: shutting it down ends the one connection they share,
+        # and the waiting call sees the connection closed; closing the duplicate frees only it.
+        with socket.fromfd(fileno, socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+
+    return shut
+
+
+def arm(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], deadline: float) -> Alarm:
+    """Shut ``conn``'s socket down at ``deadline`` (``time.monotonic()``) unless disarmed."""
+    return _WATCHDOG.arm(deadline, _shut(conn.pgconn.socket))
+
+
+def disarm(entry: Alarm) -> bool:
+    """Stop ``entry``; whether it had fired (the connection is then unusable)."""
+    return _WATCHDOG.disarm(entry)

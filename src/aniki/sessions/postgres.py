@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
@@ -18,8 +20,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
 from ._codec import check_limit, redact, to_messages
-from ._postgres_core import Flow, PostgresCore, import_psycopg, translate
-from ._postgres_drive import adrive, borrow_autocommit, drive
+from ._postgres_core import (
+    DEFAULT_TIMEOUT,
+    Flow,
+    PostgresCore,
+    check_timeout,
+    import_psycopg,
+    translate,
+)
+from ._postgres_drive import Alarm, adrive, arm, borrow_autocommit, disarm, drive
 from .base import SessionInfo
 
 if TYPE_CHECKING:
@@ -30,24 +39,40 @@ __all__ = ["AsyncPostgresSession", "PostgresSession"]
 
 T = TypeVar("T")
 DEFAULT_TABLE = "aniki_messages"
-_CONNECT_TIMEOUT = 10  # seconds, unless the DSN sets connect_timeout
 
 
 class _Base:
-    """Construction and error handling shared by the sync and async classes."""
+    """Construction, deadlines and error handling shared by the sync and async classes.
 
-    def __init__(self, id: str, dsn: str | None, table: str, pool: Any) -> None:
+    Every call has a deadline ``timeout`` seconds after it starts. Waiting for a pooled
+    connection and connecting take at most the time left (connecting in whole seconds, at
+    least 2: libpq's rule, unless the DSN sets ``connect_timeout``); the statements run
+    under an alarm (see ``_postgres_drive``) that cuts the connection when the time is up.
+    """
+
+    _pool_class: str
+
+    def __init__(self, id: str, dsn: object, table: str, pool: Any, timeout: object) -> None:
         self._psycopg = import_psycopg()
         if (dsn is None) == (pool is None):
             raise UserError(
                 f"{type(self).__name__} needs a dsn (postgresql://user@host/db) or a pool=, "
                 "not both"
             )
-        conninfo: str = pool.conninfo if dsn is None else dsn
-        self._connect_kwargs = _connect_kwargs(conninfo, self._psycopg)
+        if pool is not None:
+            _check_pool(pool, self._pool_class)
+        elif not isinstance(dsn, str):
+            raise UserError(
+                "dsn must be a string: a URL (postgresql://user:password@host:5432/db) or "
+                f"key=value pairs (host=... dbname=...), got {type(dsn).__name__}"
+            )
+        self._timeout = check_timeout(timeout)
+        conninfo: str = pool.conninfo if pool is not None else str(dsn)
+        self._fixed_connect_timeout = _sets_connect_timeout(conninfo, self._psycopg)
         self._dsn = conninfo
         self._pool = pool
         self._broke_idle = False  # the last call's connection had died while idle
+        self._timed_out = False  # the last call's deadline cut its connection
         store = f"{redact(conninfo)} (table {table!r})"
         self._core = PostgresCore(id, table=table, store=store, conninfo=conninfo)
 
@@ -59,8 +84,43 @@ class _Base:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, store={self._core.store!r})"
 
+    def _left(self, deadline: float) -> float:
+        """Seconds left before ``deadline``; an ``OperationalError`` when none are."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            self._timed_out = True
+            raise self._psycopg.OperationalError("no time left for another attempt")
+        return left
 
-def _connect_kwargs(conninfo: str, psycopg: Any) -> dict[str, Any]:
+    def _connect_options(self, deadline: float) -> dict[str, Any]:
+        left = self._left(deadline)
+        return {} if self._fixed_connect_timeout else {"connect_timeout": max(2, math.ceil(left))}
+
+    def _error(self, exc: Exception) -> Exception:
+        return translate(
+            exc,
+            self._core.store,
+            timeout=self._timeout,
+            timed_out=self._timed_out,
+            dsn_connect_timeout=self._fixed_connect_timeout,
+        )
+
+
+def _check_pool(pool: object, expected: str) -> None:
+    try:
+        import psycopg_pool
+    except ModuleNotFoundError as exc:
+        raise UserError(
+            f"pool= needs the {exc.name!r} package: pip install 'aniki-sdk[postgres]'"
+        ) from exc
+    if not isinstance(pool, getattr(psycopg_pool, expected)):
+        raise UserError(
+            f"pool must be a psycopg_pool.{expected} (or pass a dsn instead), got "
+            f"{type(pool).__name__}"
+        )
+
+
+def _sets_connect_timeout(conninfo: str, psycopg: Any) -> bool:
     try:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
@@ -69,7 +129,7 @@ def _connect_kwargs(conninfo: str, psycopg: Any) -> dict[str, Any]:
             f"invalid PostgreSQL DSN {redact(conninfo)!r}: expected a URL "
             "(postgresql://user:password@host:5432/db) or key=value pairs (host=... dbname=...)"
         ) from None
-    return {} if "connect_timeout" in params else {"connect_timeout": _CONNECT_TIMEOUT}
+    return "connect_timeout" in params
 
 
 class PostgresSession(_Base):
@@ -89,7 +149,13 @@ class PostgresSession(_Base):
 
     Each instance opens one connection when first used. To share connections between many
     sessions, pass ``pool=`` a ``psycopg_pool.ConnectionPool`` instead of ``dsn``.
+
+    Each call gives up after ``timeout`` seconds (default 10: waiting for a pooled
+    connection, connecting and every statement together) with
+    :class:`~aniki.StoreUnavailableError`.
     """
+
+    _pool_class = "ConnectionPool"
 
     def __init__(
         self,
@@ -98,8 +164,9 @@ class PostgresSession(_Base):
         *,
         table: str = DEFAULT_TABLE,
         pool: ConnectionPool[Any] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        super().__init__(id, dsn, table, pool)
+        super().__init__(id, dsn, table, pool, timeout)
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
 
@@ -163,58 +230,74 @@ class PostgresSession(_Base):
 
     def _run(self, make_flow: Callable[[], Flow[T]], *, read: bool = False) -> T:
         with self._lock:
-            self._broke_idle = False
+            deadline = time.monotonic() + self._timeout
+            self._broke_idle = self._timed_out = False
             try:
                 try:
-                    return self._attempt(make_flow())
+                    return self._attempt(make_flow(), deadline)
                 except self._psycopg.errors.UndefinedTable:
                     # Dropped since this process created them: create them again, once.
                     self._core.mark_ready(False)
-                    return self._attempt(make_flow())
+                    return self._attempt(make_flow(), deadline)
                 except self._psycopg.OperationalError:
-                    if not (read and self._broke_idle):
+                    if not (read and self._broke_idle) or self._timed_out:
                         raise  # a write may have committed before the connection broke
                     # A read on a connection that died while idle (a server restart, a
                     # proxy's timeout) changed nothing: once more, on a fresh connection.
-                    return self._attempt(make_flow())
+                    return self._attempt(make_flow(), deadline)
             except self._psycopg.Error as exc:
-                raise translate(exc, self._core.store) from exc
+                raise self._error(exc) from exc
 
-    def _attempt(self, flow: Flow[T]) -> T:
-        with self._connection() as conn:
+    def _attempt(self, flow: Flow[T], deadline: float) -> T:
+        with self._connection(deadline) as conn:
             if not self._core.ready:
                 drive(conn, self._core.setup())
                 self._core.mark_ready(True)
             return drive(conn, flow)
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self, deadline: float) -> Iterator[psycopg.Connection[Any]]:
         if self._pool is not None:
-            with self._pool.connection() as pooled:
+            with self._pool.connection(timeout=self._left(deadline)) as pooled:
                 borrow = borrow_autocommit(pooled)
                 if borrow:
                     pooled.autocommit = True
                 try:
-                    yield pooled
+                    with self._alarm(pooled, deadline):
+                        yield pooled
                 except self._psycopg.OperationalError:
                     self._broke_idle = pooled.closed  # the pool drops it and lends another
                     raise
                 finally:
-                    if borrow:
+                    if borrow and not pooled.closed:
                         with contextlib.suppress(self._psycopg.Error):
                             pooled.autocommit = False
             return
         reused = self._conn is not None and not self._conn.closed
         if self._conn is None or self._conn.closed:
-            self._conn = self._psycopg.connect(self._dsn, autocommit=True, **self._connect_kwargs)
+            self._conn = self._psycopg.connect(
+                self._dsn, autocommit=True, **self._connect_options(deadline)
+            )
         conn = self._conn
         try:
-            yield conn
+            with self._alarm(conn, deadline):
+                yield conn
         except self._psycopg.OperationalError:
             self._broke_idle = reused and conn.closed
             conn.close()  # broken or not: the next call starts from a fresh connection
             self._conn = None
             raise
+
+    @contextmanager
+    def _alarm(self, conn: psycopg.Connection[Any], deadline: float) -> Iterator[None]:
+        """Run the block with ``conn`` cut at ``deadline``; a cut connection is closed."""
+        entry: Alarm = arm(conn, deadline)
+        try:
+            yield
+        finally:
+            if disarm(entry):
+                self._timed_out = True
+                conn.close()  # its socket is shut: a pool must not lend it again
 
 
 class AsyncPostgresSession(_Base):
@@ -228,8 +311,11 @@ class AsyncPostgresSession(_Base):
         await session.aclose()
 
     Pass ``pool=`` a ``psycopg_pool.AsyncConnectionPool`` to share connections between many
-    sessions (recommended for a server handling many conversations at once).
+    sessions (recommended for a server handling many conversations at once). ``timeout``
+    bounds each call as in :class:`PostgresSession`.
     """
+
+    _pool_class = "AsyncConnectionPool"
 
     def __init__(
         self,
@@ -238,8 +324,9 @@ class AsyncPostgresSession(_Base):
         *,
         table: str = DEFAULT_TABLE,
         pool: AsyncConnectionPool[Any] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        super().__init__(id, dsn, table, pool)
+        super().__init__(id, dsn, table, pool, timeout)
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
 
@@ -303,54 +390,71 @@ class AsyncPostgresSession(_Base):
 
     async def _run(self, make_flow: Callable[[], Flow[T]], *, read: bool = False) -> T:
         async with self._lock:
-            self._broke_idle = False
+            deadline = time.monotonic() + self._timeout
+            self._broke_idle = self._timed_out = False
             try:
                 try:
-                    return await self._attempt(make_flow())
+                    return await self._attempt(make_flow(), deadline)
                 except self._psycopg.errors.UndefinedTable:
                     self._core.mark_ready(False)
-                    return await self._attempt(make_flow())
+                    return await self._attempt(make_flow(), deadline)
                 except self._psycopg.OperationalError:
-                    if not (read and self._broke_idle):
+                    if not (read and self._broke_idle) or self._timed_out:
                         raise  # a write may have committed before the connection broke
-                    return await self._attempt(make_flow())  # as PostgresSession._run says
+                    # As PostgresSession._run says.
+                    return await self._attempt(make_flow(), deadline)
             except self._psycopg.Error as exc:
-                raise translate(exc, self._core.store) from exc
+                raise self._error(exc) from exc
 
-    async def _attempt(self, flow: Flow[T]) -> T:
-        async with self._connection() as conn:
+    async def _attempt(self, flow: Flow[T], deadline: float) -> T:
+        async with self._connection(deadline) as conn:
             if not self._core.ready:
                 await adrive(conn, self._core.setup())
                 self._core.mark_ready(True)
             return await adrive(conn, flow)
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def _connection(self, deadline: float) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if self._pool is not None:
-            async with self._pool.connection() as pooled:
+            async with self._pool.connection(timeout=self._left(deadline)) as pooled:
                 borrow = borrow_autocommit(pooled)
                 if borrow:
                     await pooled.set_autocommit(True)
                 try:
-                    yield pooled
+                    async with self._alarm(pooled, deadline):
+                        yield pooled
                 except self._psycopg.OperationalError:
                     self._broke_idle = pooled.closed  # the pool drops it and lends another
                     raise
                 finally:
-                    if borrow:
+                    if borrow and not pooled.closed:
                         with contextlib.suppress(self._psycopg.Error):
                             await pooled.set_autocommit(False)
             return
         reused = self._conn is not None and not self._conn.closed
         if self._conn is None or self._conn.closed:
             self._conn = await self._psycopg.AsyncConnection.connect(
-                self._dsn, autocommit=True, **self._connect_kwargs
+                self._dsn, autocommit=True, **self._connect_options(deadline)
             )
         conn = self._conn
         try:
-            yield conn
+            async with self._alarm(conn, deadline):
+                yield conn
         except self._psycopg.OperationalError:
             self._broke_idle = reused and conn.closed
             await conn.close()
             self._conn = None
             raise
+
+    @asynccontextmanager
+    async def _alarm(
+        self, conn: psycopg.AsyncConnection[Any], deadline: float
+    ) -> AsyncIterator[None]:
+        """As :meth:`PostgresSession._alarm`."""
+        entry: Alarm = arm(conn, deadline)
+        try:
+            yield
+        finally:
+            if disarm(entry):
+                self._timed_out = True
+                await conn.close()

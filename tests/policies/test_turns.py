@@ -210,8 +210,9 @@ async def test_a_streamed_run_sends_what_a_plain_run_sends(store: Store, policy:
     sent: dict[str, list[tuple[Message, ...]]] = {}
     for mode in ("run", "stream"):
         inner = store.open(f"streamed-{policy}-{mode}")
+        earlier = whole(policy, inner)
         for i in range(12):
-            await resolve(inner.add_message(user(f"earlier {i} " + "words " * 8)))
+            await resolve(earlier.add_message(user(f"earlier {i} " + "words " * 8)))
         provider = MockProvider()
         script(provider)
         agent = Agent("Helper", "Be brief.", model="mock", provider=provider, tools=[lookup])

@@ -28,8 +28,10 @@ def _shown(value: object) -> str:
     """``value`` for an error message: short, and safe for any input (huge, deeply nested)."""
     if isinstance(value, str):
         return repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
-    if value is None or isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, (bool, float)):
         return repr(value)
+    if isinstance(value, int):  # a huge int's repr is long (or refused past 4300 digits)
+        return repr(value) if -(10**20) < value < 10**20 else f"an int of {value.bit_length()} bits"
     # The repr of a hostile container can be huge or recurse too deeply: name the type only.
     return f"a {type(value).__name__}"
 

@@ -122,27 +122,13 @@ def constructor(name: str) -> Any:
     return getattr(aniki.sessions, name)
 
 
-QUOTES_THE_DRIVER = pytest.mark.xfail(
-    strict=True,
-    reason="redis.py puts the driver's parse message in its UserError, and that message can "
-    "hold part of a password with an unencoded '/' or '#' (fix in redis.py: say it in its "
-    "own words, as sessions.url does)",
-)
-KEEPS_THE_CONTEXT = pytest.mark.xfail(
-    strict=True,
-    reason="the constructors raise their UserError inside the handler of the driver's error: "
-    "'from None' hides it from tracebacks but keeps it as __context__, which quotes the URL "
-    "(fix in postgres.py and redis.py: raise after the except block)",
-)
-
-
 @pytest.mark.parametrize(
     "name",
     [
         "PostgresSession",
         "AsyncPostgresSession",
-        pytest.param("RedisSession", marks=QUOTES_THE_DRIVER),
-        pytest.param("AsyncRedisSession", marks=QUOTES_THE_DRIVER),
+        "RedisSession",
+        "AsyncRedisSession",
     ],
 )
 @given(url=URLS)
@@ -154,8 +140,9 @@ def test_no_constructor_prints_the_password(name: str, url: str) -> None:
             assert MARK not in text, f"{name}({url!r}) leaked: {text[:400]}"
 
 
-@KEEPS_THE_CONTEXT
-@pytest.mark.parametrize("name", ["PostgresSession", "RedisSession"])
+@pytest.mark.parametrize(
+    "name", ["PostgresSession", "AsyncPostgresSession", "RedisSession", "AsyncRedisSession"]
+)
 def test_no_constructor_keeps_the_password_in_the_error_chain(name: str) -> None:
     for url in FIXED:
         assert_clean(attempt(lambda url=url: constructor(name)("x", url)), url)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import math
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -34,6 +35,7 @@ __all__ = [
     "check_limit",
     "check_meta_key",
     "check_path",
+    "check_seconds",
     "check_session_id",
     "decode_message",
     "decode_messages",
@@ -96,10 +98,10 @@ def decode_message(text: str | bytes, *, store: str) -> Message:
         data, end = _DECODER.raw_decode(plain)
         if end != len(plain):
             raise ValueError("more after the record")
-    except ValueError:
+    except (ValueError, RecursionError):
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise _corrupt(text, exc, store) from exc
     return _from_data(data, text, store)
 
@@ -111,8 +113,10 @@ def decode_messages(text: str | bytes, *, store: str) -> list[Message]:
         return [decode_message(text, store=store)]
     try:
         items = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise _corrupt(text, exc, store) from exc
+    if not isinstance(items, list):
+        raise _corrupt(text, TypeError("a stored batch must be a JSON array"), store)
     return [_from_data(item, text, store) for item in items]
 
 
@@ -131,7 +135,7 @@ def _from_data(data: Any, text: str | bytes, store: str) -> Message:
         if not isinstance(data, dict):
             raise TypeError(f"a stored message must be a JSON object, not {type(data).__name__}")
         return Message.from_dict(data)
-    except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
+    except (ValueError, TypeError, RecursionError) as exc:  # ValidationError is a ValueError
         raise _corrupt(text, exc, store) from exc
 
 
@@ -145,8 +149,9 @@ def _encodes(text: str) -> bool:
 
 def _corrupt(text: str | bytes, exc: Exception, store: str) -> CorruptStoreError:
     shown = text[:80] if isinstance(text, str) else text[:80].decode("utf-8", "replace")
+    said = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]
     return CorruptStoreError(
-        f"a stored message cannot be read ({exc}); the record starts {shown!r}. "
+        f"a stored message cannot be read ({said}); the record starts {shown!r}. "
         "The store was changed by something other than aniki; restore it from a backup",
         store=store,
     )
@@ -200,6 +205,32 @@ def decode_meta(text: str | bytes, *, store: str) -> Any:
         raise CorruptStoreError(
             f"a stored meta value cannot be read: {str(exc)[:200]}", store=store
         ) from exc
+
+
+def check_seconds(
+    value: object, *, name: str, waits_for: str, most: float = math.inf, zero: bool = False
+) -> float:
+    """``value`` as seconds; a :class:`~aniki.UserError` saying what to pass unless it is a
+    finite number above 0 (or 0 itself when ``zero``) and at most ``most``.
+
+    ``name`` is the argument (``timeout``) and ``waits_for`` what its seconds are spent on,
+    both for the error.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not zero)
+        or value > most
+    ):
+        low = "from 0" if zero else "greater than 0"
+        high = f" to {most:.0f}" if math.isfinite(most) else ""
+        raise UserError(
+            f"{name} must be the seconds to wait for {waits_for}, a finite number {low}{high} "
+            f"such as {name}=10.0; got {value!r}"
+        )
+    return float(value)
 
 
 def check_session_id(session_id: object) -> str:

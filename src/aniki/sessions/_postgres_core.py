@@ -16,7 +16,6 @@ is its own transaction, several run between BEGIN and COMMIT.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import timezone
@@ -27,6 +26,7 @@ from ..messages import Message
 from ._codec import (
     SCHEMA_VERSION,
     check_meta_key,
+    check_seconds,
     check_session_id,
     decode_message,
     decode_meta,
@@ -55,17 +55,7 @@ DEFAULT_TIMEOUT = 10.0
 
 def check_timeout(timeout: object) -> float:
     """``timeout`` as seconds; :class:`~aniki.UserError` unless a finite number above 0."""
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise UserError(
-            "timeout must be the seconds a call may wait for PostgreSQL, a finite number "
-            f"greater than 0 such as timeout=10.0; got {timeout!r}"
-        )
-    return float(timeout)
+    return check_seconds(timeout, name="timeout", waits_for="PostgreSQL")
 
 
 # Tables already created (and their version checked) by this process: (conninfo, table).

@@ -33,7 +33,6 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from ..errors import (
     CorruptStoreError,
@@ -47,12 +46,14 @@ from . import _redis_scripts as scripts
 from ._codec import (
     SCHEMA_VERSION,
     check_meta_key,
+    check_seconds,
     check_session_id,
     decode_message,
     decode_meta,
     encode_message,
     encode_meta,
     redact,
+    url_problem,
 )
 from ._history_cache import HistoryCache, unfused
 from ._redis_scripts import Script
@@ -133,17 +134,7 @@ def _ttl_ms(ttl: object) -> int:
 
 def check_timeout(timeout: object) -> float:
     """``timeout`` as seconds; :class:`~aniki.UserError` unless a finite number above 0."""
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise UserError(
-            "timeout must be the seconds to wait for the server to answer, a finite number "
-            f"greater than 0 such as timeout=10.0; got {timeout!r}"
-        )
-    return float(timeout)
+    return check_seconds(timeout, name="timeout", waits_for="the Redis server to answer")
 
 
 def check_url(url: object) -> str:
@@ -153,12 +144,12 @@ def check_url(url: object) -> str:
             "url must be a Redis URL string such as 'redis://localhost:6379/0', got "
             f"{type(url).__name__}"
         )
-    try:
-        urlsplit(url)
-    except ValueError as exc:  # not chained, not quoted: the URL holds the password
+    problem = url_problem(url)  # in its own words: a parser's message can quote the password
+    if problem is not None:
         raise UserError(
-            f"invalid Redis URL ({exc}); expected redis://[[user]:password@]host[:port][/db]"
-        ) from None
+            f"invalid Redis URL {redact(url)!r}: {problem}; "
+            "expected redis://[[user]:password@]host[:port][/db]"
+        )
     if not url.startswith(_SCHEMES):
         raise UserError(
             f"invalid Redis URL {redact(url)!r}: expected redis://[[user]:password@]host"

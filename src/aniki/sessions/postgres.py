@@ -122,14 +122,13 @@ def _check_pool(pool: object, expected: str) -> None:
 
 def _sets_connect_timeout(conninfo: str, psycopg: Any) -> bool:
     try:
-        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+        return "connect_timeout" in psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
-        # Not chained: the driver's message may quote the password from the broken DSN.
-        raise UserError(
-            f"invalid PostgreSQL DSN {redact(conninfo)!r}: expected a URL "
-            "(postgresql://user:password@host:5432/db) or key=value pairs (host=... dbname=...)"
-        ) from None
-    return "connect_timeout" in params
+        pass  # raised below, outside this handler: the driver's error can quote the password
+    raise UserError(
+        f"invalid PostgreSQL DSN {redact(conninfo)!r}: expected a URL "
+        "(postgresql://user:password@host:5432/db) or key=value pairs (host=... dbname=...)"
+    )
 
 
 class PostgresSession(_Base):

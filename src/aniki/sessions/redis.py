@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import UserError
 from ..messages import Message, MessageLike, to_message
-from ._codec import check_limit, redact, to_messages
+from ._codec import check_limit, redact, to_messages, url_problem
 from ._redis_core import (
     DEFAULT_TIMEOUT,
     DEFAULT_URL,
@@ -56,11 +56,14 @@ def _client_from_url(url: str, module: Any, retry_class: Any, timeout: float) ->
         return module.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=retry
         )
-    except ValueError as exc:
-        raise UserError(
-            f"invalid Redis URL {redact(url)!r}: {exc}; "
-            "expected redis://[[user]:password@]host[:port][/db]"
-        ) from None  # not chained: the parser's message may quote the password
+    except ValueError:
+        pass  # raised below, outside this handler: the parser's error can quote the password
+    # The parser's own message is not repeated: it can hold part of a password.
+    problem = url_problem(url) or "the Redis client cannot parse it"
+    raise UserError(
+        f"invalid Redis URL {redact(url)!r}: {problem}; "
+        "expected redis://[[user]:password@]host[:port][/db]"
+    )
 
 
 def _settings(

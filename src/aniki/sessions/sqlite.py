@@ -30,7 +30,6 @@ and still sees what other instances and processes appended or cleared.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Iterable
@@ -48,6 +47,7 @@ from ._codec import (
     check_limit,
     check_meta_key,
     check_path,
+    check_seconds,
     check_session_id,
     decode_message,
     decode_meta,
@@ -107,18 +107,9 @@ no wait at all (measured: ``timeout=1e10`` gave up at once on a locked file)."""
 def _check_timeout(timeout: object) -> float:
     """``timeout`` as seconds; :class:`~aniki.UserError` unless it is a finite number from 0
     to :data:`_MAX_TIMEOUT`."""
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or not 0 <= timeout <= _MAX_TIMEOUT
-    ):
-        raise UserError(
-            "timeout must be a number of seconds to wait for another process's write (a "
-            f"finite int or float from 0 to {_MAX_TIMEOUT:.0f}), such as timeout=5.0; "
-            f"got {timeout!r}"
-        )
-    return float(timeout)
+    return check_seconds(
+        timeout, name="timeout", waits_for="another process's write", most=_MAX_TIMEOUT, zero=True
+    )
 
 
 class SQLiteSession:

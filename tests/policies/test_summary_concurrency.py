@@ -1,9 +1,9 @@
 """Many readers of one summarized session: one summarizer call per budget crossing, in all.
 
 Readers are several ``SummarizingSession`` objects in one process, or several processes on
-one SQLite file. Whatever their number, each span of the history is folded once, the stored
-summary never goes back to covering fewer messages, and the summarizer is called no more
-often than a single reader would call it.
+one SQLite file, Redis server or PostgreSQL table. Whatever their number, each span of the
+history is folded once, the stored summary never goes back to covering fewer messages, and
+the summarizer is called no more often than a single reader would call it.
 """
 
 from __future__ import annotations
@@ -14,15 +14,24 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from aniki import Agent, InMemorySession, Message
 from aniki.providers.base import ModelRequest, ModelResponse
-from aniki.sessions import SQLiteSession, SummarizingSession
+from aniki.sessions import PostgresSession, RedisSession, SQLiteSession, SummarizingSession
 from aniki.sessions._summary import CLAIM_KEY as CLAIM
 from aniki.sessions._summary import Summary
+from tests.servers import (
+    delete_redis_prefix,
+    drop_postgres_tables,
+    postgres_dsn,
+    redis_url,
+    unique_name,
+)
 
 TAG = re.compile(r"<(t[\d-]+)>")
 MAX_TOKENS = 400
@@ -93,12 +102,21 @@ async def test_readers_in_one_process_share_each_summary() -> None:
     assert seen == sorted(seen)  # the stored summary never covers fewer messages
 
 
-def _worker(path: str, log: str, proc: int, turns: int) -> None:
+def _open(kind: str, place: str) -> Any:
+    """The session ``shared``; ``place`` is a SQLite file, a Redis prefix or a table."""
+    if kind == "redis":
+        return RedisSession("shared", redis_url(), prefix=place)
+    if kind == "postgres":
+        return PostgresSession("shared", postgres_dsn(), table=place)
+    return SQLiteSession("shared", path=place)
+
+
+def _worker(kind: str, place: str, log: str, proc: int, turns: int) -> None:
     """One process of the test below: append a turn, read through its policy, repeat."""
 
     async def main() -> None:
         agent = Agent("Summarizer", model="m", provider=SlowSummarizer(0.05, Path(log)))
-        store = SQLiteSession("shared", path=path)
+        store = _open(kind, place)
         policy = SummarizingSession(store, agent, MAX_TOKENS)
         previous = 0
         for turn in range(turns):
@@ -113,15 +131,35 @@ def _worker(path: str, log: str, proc: int, turns: int) -> None:
     asyncio.run(main())
 
 
-def test_readers_in_several_processes_share_each_summary(tmp_path: Path) -> None:
-    path = str(tmp_path / "shared.db")
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A store kind and where its processes meet."""
+    kind = request.param
+    if kind == "redis":
+        redis_url()  # skips (fails under CI) when the server is down
+        prefix = unique_name("summaries") + ":"
+        yield kind, prefix
+        delete_redis_prefix(prefix)
+    elif kind == "postgres":
+        postgres_dsn()
+        table = unique_name("summaries")
+        yield kind, table
+        drop_postgres_tables(table)
+    else:
+        yield kind, str(tmp_path / "shared.db")
+
+
+def test_readers_in_several_processes_share_each_summary(
+    shared: tuple[str, str], tmp_path: Path
+) -> None:
+    kind, place = shared
     logs = [tmp_path / f"calls-{proc}.jsonl" for proc in range(4)]
     code = "import sys; from tests.policies.test_summary_concurrency import _worker as w; " + (
-        "w(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))"
+        "w(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))"
     )
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", code, path, str(log), str(proc), "15"],
+            [sys.executable, "-c", code, kind, place, str(log), str(proc), "15"],
             cwd=ROOT,
             stderr=subprocess.PIPE,
             text=True,
@@ -133,7 +171,7 @@ def test_readers_in_several_processes_share_each_summary(tmp_path: Path) -> None
         assert worker.returncode == 0, errors
     folded = [json.loads(line) for log in logs if log.exists() for line in log.open()]
     assert_folded_once(folded)
-    store = SQLiteSession("shared", path=path)
+    store = _open(kind, place)
     history = store.get_messages()
     final = covered(store)
     # Every call's work is in the stored summary: nothing was folded and then thrown away.

@@ -36,6 +36,7 @@ from ._codec import (
 from ._history_cache import HistoryCache, unfused
 from ._postgres_sql import check_table, statements
 from .base import SessionInfo
+from .memory import meta_json
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+SWAP_ROUNDS = 3
+"""Tries of a meta compare-and-swap whose stored text keeps changing to equal values."""
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds one call may take: waiting for a pooled connection, connecting, the statements."""
@@ -218,6 +222,39 @@ class PostgresCore:
             yield Query(
                 self._sql.set_meta, {**params, "value": encode_meta(key, value)}, alone=True
             )
+
+    def swap_meta(self, key: str, expected: Any, value: Any) -> Flow[bool]:
+        """Set ``key`` to ``value`` only if it holds ``expected`` (compared as JSON).
+
+        Each try is one statement comparing exact texts; when the stored text differs but
+        holds an equal value (another key order), the swap is tried again with that text.
+        """
+        params: dict[str, Any] = {"sid": self.id, "key": _meta_key(key)}
+        wanted = meta_json(key, expected)
+        text = None if value is None else encode_meta(key, value)
+        guess = None if expected is None else encode_meta(key, expected)
+        q = self._sql
+        for _ in range(SWAP_ROUNDS):
+            if guess is None and text is None:  # absent, and to stay absent
+                rows = yield Query(q.get_meta, params, alone=True)
+                return not rows
+            if guess is None:
+                statement, values = q.swap_in_meta, {"value": text}
+            elif text is None:
+                statement, values = q.swap_out_meta, {"expected": guess}
+            else:
+                statement, values = q.swap_meta, {"expected": guess, "value": text}
+            if (yield Query(statement, {**params, **values}, alone=True)):
+                return True
+            rows = yield Query(q.get_meta, params, alone=True)
+            stored = rows[0][0] if rows else None
+            current = (
+                None if stored is None else meta_json(key, decode_meta(stored, store=self.store))
+            )
+            if current != wanted:
+                return False
+            guess = stored
+        return False  # rewritten with equal values each time: let the caller read again
 
     def list_sessions(self) -> Flow[list[SessionInfo]]:
         rows = yield Query(self._sql.list_sessions, alone=True)

@@ -69,6 +69,9 @@ class Statements:
     get_meta: bytes
     set_meta: bytes
     delete_meta: bytes
+    swap_meta: bytes
+    swap_in_meta: bytes
+    swap_out_meta: bytes
     list_sessions: bytes
 
 
@@ -209,6 +212,20 @@ def statements(table: str) -> Statements:
             " ON CONFLICT (session_id, key) DO UPDATE SET value = EXCLUDED.value"
         ),
         delete_meta=q("DELETE FROM {meta} WHERE session_id = %(sid)s AND key = %(key)s"),
+        # The compare-and-swap of a meta value, one statement each: a row back means it was
+        # done. Replace a value, set an absent one, delete a value.
+        swap_meta=q(
+            "UPDATE {meta} SET value = %(value)s WHERE session_id = %(sid)s AND key = %(key)s"
+            " AND value = %(expected)s RETURNING 1"
+        ),
+        swap_in_meta=q(
+            "INSERT INTO {meta} (session_id, key, value) VALUES (%(sid)s, %(key)s, %(value)s)"
+            " ON CONFLICT (session_id, key) DO NOTHING RETURNING 1"
+        ),
+        swap_out_meta=q(
+            "DELETE FROM {meta} WHERE session_id = %(sid)s AND key = %(key)s"
+            " AND value = %(expected)s RETURNING 1"
+        ),
         list_sessions=q(
             "SELECT session_id, message_count, updated_at FROM {sessions}"
             " ORDER BY updated_at DESC, session_id"

@@ -58,6 +58,7 @@ from ._codec import (
 from ._history_cache import HistoryCache, unfused
 from ._redis_scripts import Script
 from .base import SessionInfo
+from .memory import meta_json
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -71,6 +72,9 @@ __all__ = [
     "import_redis",
     "translate",
 ]
+
+SWAP_ROUNDS = 3
+"""Tries of a meta compare-and-swap whose stored text keeps changing to equal values."""
 
 DEFAULT_URL = "redis://localhost:6379/0"
 DEFAULT_TIMEOUT = 10.0
@@ -256,6 +260,29 @@ class RedisCore:
         text = "" if value is None else encode_meta(key, value)
         reply = yield Eval(scripts.SET_META, self.keys, (SCHEMA_VERSION, self.ttl_ms, key, text))
         self._check(reply)
+
+    def swap_meta(self, key: str, expected: Any, value: Any) -> Flow[bool]:
+        """Set ``key`` to ``value`` only if it holds ``expected`` (compared as JSON).
+
+        The script compares exact texts; when the stored text differs but holds an equal
+        value (another key order), the swap is tried again with that text.
+        """
+        check_meta_key(key)
+        wanted = meta_json(key, expected)
+        text = "" if value is None else encode_meta(key, value)
+        guess = "" if expected is None else encode_meta(key, expected)
+        for _ in range(SWAP_ROUNDS):
+            args = (SCHEMA_VERSION, self.ttl_ms, key, guess, text)
+            reply = yield Eval(scripts.SWAP_META, self.keys, args)
+            self._check(reply)
+            if int(reply[1]) == 1:
+                return True
+            stored = _text(reply[2])
+            current = meta_json(key, decode_meta(stored, store=self.store)) if stored else None
+            if current != wanted:
+                return False
+            guess = stored
+        return False  # rewritten with equal values each time: let the caller read again
 
     def list_sessions(self) -> Flow[list[SessionInfo]]:
         pattern = _GLOB_SPECIAL.sub(rb"\\\1", self.prefix) + b"{*" + _INFO_SUFFIX

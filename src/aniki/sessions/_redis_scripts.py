@@ -18,6 +18,7 @@ __all__ = [
     "READ",
     "REPLACE",
     "SET_META",
+    "SWAP_META",
     "TAIL",
     "Script",
 ]
@@ -205,4 +206,21 @@ else
 end
 refresh(tonumber(ARGV[2]))
 return {0}
+""")
+
+# ARGV: version, ttl ms, key, expected text ('' means absent), value ('' deletes). Sets the
+# value only if the stored text is exactly the expected one: {0, 1}; else {0, 0, stored text}.
+SWAP_META = Script.of("""
+local refused = check_all()
+if refused then return refused end
+local stored = redis.call('HGET', KEYS[3], ARGV[3]) or ''
+if stored ~= ARGV[4] then return {0, 0, stored} end
+if ARGV[5] == '' then
+  redis.call('HDEL', KEYS[3], ARGV[3])
+else
+  redis.call('HSET', KEYS[2], 'v', ARGV[1])
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[5])
+end
+refresh(tonumber(ARGV[2]))
+return {0, 1}
 """)

@@ -1,4 +1,4 @@
-"""``_swap_meta``: compare-and-swap of one meta value, for the in-memory, SQLite and file stores.
+"""``_swap_meta``: compare-and-swap of one meta value, on every built-in store.
 
 It sets meta[key] = value only when the stored value equals ``expected`` (as JSON: same
 types and values, any key order; ``None`` means absent), and says whether it did. Several
@@ -8,30 +8,55 @@ value wins, and a counter advanced by compare-and-swap loses no step.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aniki import UserError
-from aniki.sessions import FileSession, InMemorySession, SQLiteSession
+from aniki.sessions import (
+    AsyncPostgresSession,
+    AsyncRedisSession,
+    FileSession,
+    InMemorySession,
+    PostgresSession,
+    RedisSession,
+    SQLiteSession,
+)
+from tests.servers import (
+    delete_redis_prefix,
+    drop_postgres_tables,
+    postgres_dsn,
+    redis_url,
+    unique_name,
+)
 
 Factory = Callable[[], Any]
 
 
-@pytest.fixture(params=["memory", "sqlite", "file"])
-def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
+@pytest.fixture(params=["memory", "sqlite", "file", "redis", "postgres"])
+def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
     """Opens the same session again (the in-memory one is the same instance)."""
     if request.param == "memory":
         session = InMemorySession("s")
-        return lambda: session
-    if request.param == "sqlite":
-        return lambda: SQLiteSession("s", tmp_path / "chat.db")
-    return lambda: FileSession("s", tmp_path / "chats")
+        yield lambda: session
+    elif request.param == "sqlite":
+        yield lambda: SQLiteSession("s", tmp_path / "chat.db")
+    elif request.param == "file":
+        yield lambda: FileSession("s", tmp_path / "chats")
+    elif request.param == "redis":
+        url, prefix = redis_url(), unique_name("swap") + ":"
+        yield lambda: RedisSession("s", url, prefix=prefix)
+        delete_redis_prefix(prefix)
+    else:
+        dsn, table = postgres_dsn(), unique_name("swap")
+        yield lambda: PostgresSession("s", dsn, table=table)
+        drop_postgres_tables(table)
 
 
 def test_an_absent_key_is_expected_as_none(factory: Factory) -> None:
@@ -137,9 +162,30 @@ STEPS = 25
 
 
 def _open(kind: str, place: str) -> Any:
+    """The session ``s`` of ``kind``; ``place`` is a folder, a Redis prefix or a table."""
     if kind == "sqlite":
         return SQLiteSession("s", Path(place) / "chat.db", timeout=30)
+    if kind == "redis":
+        return RedisSession("s", redis_url(), prefix=place)
+    if kind == "postgres":
+        return PostgresSession("s", postgres_dsn(), table=place)
     return FileSession("s", Path(place) / "chats")
+
+
+@pytest.fixture
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where the processes of the test's ``kind`` meet."""
+    kind = request.node.callspec.params["kind"]
+    if kind == "redis":
+        prefix = unique_name("swap") + ":"
+        yield prefix
+        delete_redis_prefix(prefix)
+    elif kind == "postgres":
+        table = unique_name("swap")
+        yield table
+        drop_postgres_tables(table)
+    else:
+        yield str(tmp_path)
 
 
 def _race_once(kind: str, place: str, barrier: Any, results: Any) -> None:
@@ -161,7 +207,7 @@ def _count(kind: str, place: str, barrier: Any, results: Any) -> None:
     results.put(won)
 
 
-def _run_processes(target: Any, kind: str, place: Path) -> list[Any]:
+def _run_processes(target: Any, kind: str, place: str) -> list[Any]:
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(PROCESSES)
     results = context.Queue()
@@ -181,21 +227,80 @@ def _run_processes(target: Any, kind: str, place: Path) -> list[Any]:
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
+SHARED = ["sqlite", "file", "redis", "postgres"]
+
+
 @needs_fork
-@pytest.mark.parametrize("kind", ["sqlite", "file"])
-def test_processes_racing_for_one_expected_value_have_one_winner(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", SHARED)
+def test_processes_racing_for_one_expected_value_have_one_winner(kind: str, place: str) -> None:
     for _ in range(3):
-        _open(kind, str(tmp_path)).set_meta("owner", None)
-        outcomes = _run_processes(_race_once, kind, tmp_path)
+        _open(kind, place).set_meta("owner", None)
+        outcomes = _run_processes(_race_once, kind, place)
         winners = [pid for pid, won in outcomes if won]
         assert len(winners) == 1
-        assert _open(kind, str(tmp_path)).get_meta("owner") == winners[0]
+        assert _open(kind, place).get_meta("owner") == winners[0]
 
 
 @needs_fork
-@pytest.mark.parametrize("kind", ["sqlite", "file"])
-def test_processes_advancing_a_counter_lose_no_step(kind: str, tmp_path: Path) -> None:
-    _open(kind, str(tmp_path)).set_meta("n", 0)
-    won = [value for values in _run_processes(_count, kind, tmp_path) for value in values]
+@pytest.mark.parametrize("kind", SHARED)
+def test_processes_advancing_a_counter_lose_no_step(kind: str, place: str) -> None:
+    _open(kind, place).set_meta("n", 0)
+    won = [value for values in _run_processes(_count, kind, place) for value in values]
     assert sorted(won) == list(range(PROCESSES * STEPS))
-    assert _open(kind, str(tmp_path)).get_meta("n") == PROCESSES * STEPS
+    assert _open(kind, place).get_meta("n") == PROCESSES * STEPS
+
+
+# --- the async server stores ------------------------------------------------------------------
+
+
+@pytest.fixture(params=["async_redis", "async_postgres"])
+def async_factory(request: pytest.FixtureRequest) -> Iterator[Factory]:
+    if request.param == "async_redis":
+        url, prefix = redis_url(), unique_name("swap") + ":"
+        yield lambda: AsyncRedisSession("s", url, prefix=prefix)
+        delete_redis_prefix(prefix)
+    else:
+        dsn, table = postgres_dsn(), unique_name("swap")
+        yield lambda: AsyncPostgresSession("s", dsn, table=table)
+        drop_postgres_tables(table)
+
+
+async def test_an_async_swap_keeps_the_same_rules(async_factory: Factory) -> None:
+    session = async_factory()
+    assert await session._swap_meta("k", None, {"a": 1, "b": [2]}) is True
+    assert await session._swap_meta("k", None, "again") is False
+    assert await session._swap_meta("k", {"b": [2], "a": 1.0}, "float") is False
+    assert await session._swap_meta("k", {"b": [2], "a": 1}, "reordered") is True
+    assert await async_factory().get_meta("k") == "reordered"
+    assert await session._swap_meta("k", "reordered", None) is True
+    assert await async_factory().get_meta("k") is None
+    with pytest.raises(UserError, match="JSON-safe"):
+        await session._swap_meta("k", None, object())
+
+
+async def test_async_tasks_advancing_a_counter_lose_no_step(async_factory: Factory) -> None:
+    tasks, steps = 4, 15
+    await async_factory().set_meta("n", 0)
+    wins: list[int] = []
+
+    async def advance() -> None:
+        session = async_factory()  # its own instance, so its own connection
+        for _ in range(steps):
+            while True:
+                current = await session.get_meta("n")
+                if await session._swap_meta("n", current, current + 1):
+                    wins.append(current)
+                    break
+
+    await asyncio.gather(*(advance() for _ in range(tasks)))
+    assert sorted(wins) == list(range(tasks * steps))
+    assert await async_factory().get_meta("n") == tasks * steps
+
+
+def test_a_value_stored_in_another_key_order_is_swapped_from(factory: Factory) -> None:
+    # The servers compare exact texts: a value written with its keys in another order (by an
+    # older writer, or by hand) still matches the same JSON value.
+    session = factory()
+    session.set_meta("k", {"b": 1, "a": {"y": 2, "x": 3}})
+    assert session._swap_meta("k", {"a": {"x": 3, "y": 2}, "b": 1}, "done") is True
+    assert factory().get_meta("k") == "done"

@@ -20,7 +20,13 @@ The tree::
     └── StoreError                  a session store failed
         ├── StoreUnavailableError   the store's server or file cannot be reached
         ├── SchemaVersionError      the store was written by a newer aniki
-        └── CorruptStoreError       the store holds data aniki cannot read
+        ├── CorruptStoreError       the store holds data aniki cannot read
+        └── DecryptionError         EncryptedSession: a wrong key, or a changed ciphertext
+            └── AlteredDataError    EncryptedSession: records moved, reordered, removed
+                                    from the middle, relabelled or written without the key
+
+``DecryptionError`` and ``AlteredDataError`` live in :mod:`aniki.sessions`, beside the
+store that raises them (it needs the ``encryption`` extra).
 
 Errors from dependencies (HTTP clients, database drivers) are translated at the
 boundary into one of these, with the original kept as ``__cause__``.

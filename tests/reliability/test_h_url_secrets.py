@@ -162,3 +162,27 @@ def test_the_cli_prints_no_password_and_no_traceback(url: str) -> None:
     assert MARK not in output, output
     assert "Traceback" not in output, output
     assert "***" in output, output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions", "list", "{url}"],  # a URL where no argument is taken
+        ["sessions", "list", "--store", "memory:", "extra", "{url}"],
+        ["sessions", "show", "x", "{url}"],
+    ],
+)
+def test_a_misused_command_quotes_its_arguments_without_the_password(args: list[str]) -> None:
+    url = FIXED[0]
+    done = subprocess.run(
+        [sys.executable, "-m", "aniki", *(arg.replace("{url}", url) for arg in args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+    )
+    assert done.returncode == 2
+    output = done.stdout + done.stderr
+    assert "unexpected extra argument" in output, output
+    assert MARK not in output, output
+    assert "***" in output, output

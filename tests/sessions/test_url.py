@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import aniki
 import aniki.sessions
 from aniki import Message, UserError
 from aniki.sessions import (
@@ -152,3 +153,23 @@ def test_importing_aniki_does_not_import_optional_drivers() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_listing_a_file_url_reports_the_files_it_skipped(tmp_path: Path) -> None:
+    FileSession("good", tmp_path).add_message(Message(role="user", content="hi"))
+    (tmp_path / "bad.jsonl").write_bytes(b"\xff\xfe not a session\n")
+    problems: list[aniki.StoreError] = []
+    infos = list_sessions(f"file:{tmp_path}", problems=problems)
+    assert [info.id for info in infos] == ["good"]
+    assert len(problems) == 1 and isinstance(problems[0], aniki.CorruptStoreError)
+    assert "bad.jsonl" in str(problems[0].store)
+    # A store of one database has nothing to skip: the list stays empty.
+    SQLiteSession("one", tmp_path / "chat.db").add_message(Message(role="user", content="x"))
+    sqlite_problems: list[aniki.StoreError] = []
+    listed = list_sessions(f"sqlite:///{tmp_path}/chat.db", problems=sqlite_problems)
+    assert [info.id for info in listed] == ["one"] and sqlite_problems == []
+
+
+def test_altered_data_error_is_exported_beside_decryption_error() -> None:
+    assert issubclass(aniki.sessions.AlteredDataError, aniki.sessions.DecryptionError)
+    assert "AlteredDataError" in aniki.sessions.__all__

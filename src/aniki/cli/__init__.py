@@ -22,11 +22,34 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    import click
+
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        cli.main(args=argv, prog_name="aniki", standalone_mode=True)
+        cli.main(args=args, prog_name="aniki", standalone_mode=False)
+    except click.ClickException as exc:
+        # Click quotes the arguments it could not use; one of them may be a store URL.
+        exc.message = _hide_passwords(exc.message, args)
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort as exc:
+        interrupted = isinstance(exc.__context__, KeyboardInterrupt)
+        print("interrupted" if interrupted else "Aborted!", file=sys.stderr)
+        return 130 if interrupted else 1
     except SystemExit as exit:
         if exit.code is None or isinstance(exit.code, int):
             return exit.code or 0
         print(exit.code, file=sys.stderr)
         return 1
     return 0
+
+
+def _hide_passwords(text: str, args: list[str]) -> str:
+    """``text`` with each argument that holds a password shown redacted."""
+    from ..sessions._codec import redact
+
+    for arg in sorted(set(args), key=len, reverse=True):
+        hidden = redact(arg)
+        if hidden != arg:
+            text = text.replace(arg, hidden)
+    return text

@@ -65,13 +65,9 @@ def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list
     A directory store leaves out the files it cannot list and appends a
     :class:`~aniki.StoreError` for each to ``problems``.
     """
-    from ..sessions import url as urls
+    from ..sessions.url import list_sessions as listed
 
-    check_store_url(url)
-    if problems is not None and url.split(":", 1)[0].lower() == "file":
-        store = urls._local_store("file", url)  # the FileStore; it reports files it skipped
-        return sorted(store.list_sessions(problems=problems), key=lambda info: info.id)
-    return sorted(urls.list_sessions(url), key=lambda info: info.id)
+    return sorted(listed(check_store_url(url), problems=problems), key=lambda info: info.id)
 
 
 def read_messages(url: str, session_id: str) -> Sequence[Message]:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._codec import Durability
     from ._summary import Summary
     from .budget import TokenBudgetSession
-    from .encrypted import DecryptionError, EncryptedSession
+    from .encrypted import AlteredDataError, DecryptionError, EncryptedSession
     from .file import FileSession, FileStore
     from .postgres import AsyncPostgresSession, PostgresSession
     from .redis import AsyncRedisSession, RedisSession
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .windowed import WindowedSession
 
 __all__ = [
+    "AlteredDataError",
     "AsyncPostgresSession",
     "AsyncRedisSession",
     "AsyncSession",
@@ -53,6 +54,7 @@ __all__ = [
 # Public name -> the submodule defining it. A store with an optional dependency adds its
 # names here (and to __all__ and the TYPE_CHECKING block above), never as an eager import.
 _LAZY: dict[str, str] = {
+    "AlteredDataError": ".encrypted",
     "AsyncPostgresSession": ".postgres",
     "AsyncRedisSession": ".redis",
     "DecryptionError": ".encrypted",

@@ -30,7 +30,7 @@ import importlib
 from typing import Any, Literal, overload
 from urllib.parse import parse_qsl, unquote
 
-from ..errors import UserError
+from ..errors import StoreError, UserError
 from ._codec import check_durability, redact, url_problem
 from .base import AsyncSession, Session, SessionInfo
 
@@ -77,12 +77,16 @@ def open_session(url: str, id: str, *, asynchronous: bool = False) -> Session | 
     return local
 
 
-def list_sessions(url: str) -> list[SessionInfo]:
+def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:
     """The sessions held in the store ``url`` names: ids, message counts, last update.
 
-    Example::
+    A ``file:`` store leaves out the files it cannot list (damaged, foreign, newer) and lists
+    the rest; each skipped file gives a :class:`~aniki.StoreError` naming it, appended to
+    ``problems`` when a list is passed and logged as a warning otherwise. Other stores hold
+    one database each, and a damaged one fails the whole call. Example::
 
-        for info in list_sessions("sqlite:///chat.db"):
+        problems: list[StoreError] = []
+        for info in list_sessions("sqlite:///chat.db", problems=problems):
             print(info.id, info.message_count, info.updated_at)
     """
     scheme = _scheme(url)
@@ -101,7 +105,10 @@ def list_sessions(url: str) -> list[SessionInfo]:
             session.close()
     if scheme == "memory":
         raise UserError("memory: sessions live inside one process and cannot be listed")
-    return list(_local_store(scheme, url).list_sessions())
+    store = _local_store(scheme, url)
+    if scheme == "file":
+        return list(store.list_sessions(problems=problems))
+    return list(store.list_sessions())
 
 
 def _scheme(url: object) -> str:

@@ -28,9 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=args, prog_name="aniki", standalone_mode=False)
     except click.ClickException as exc:
-        # Click quotes the arguments it could not use; one of them may be a store URL.
-        exc.message = _hide_passwords(exc.message, args)
-        exc.show()
+        # Shown as click shows it, but click quotes the arguments it could not use, and one
+        # of them may be a store URL with its password.
+        ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+        if ctx is not None:
+            hint = f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help."
+            click.echo(f"{ctx.get_usage()}\n{hint}\n", err=True)
+        click.echo(f"Error: {_hide_passwords(exc.format_message(), args)}", err=True)
         return exc.exit_code
     except click.exceptions.Abort as exc:
         interrupted = isinstance(exc.__context__, KeyboardInterrupt)

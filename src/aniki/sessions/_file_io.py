@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -24,6 +25,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "EPOCH",
     "describe",
     "end_of_records",
@@ -45,9 +47,43 @@ def require_locks() -> None:
         raise UserError("FileSession needs POSIX file locks; on Windows use SQLiteSession")
 
 
-def lock(fd: int, *, exclusive: bool) -> None:
-    """Take a shared or exclusive ``flock`` on ``fd`` (waits for it)."""
-    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+DEFAULT_TIMEOUT = 5.0
+"""Seconds a call waits for another process's lock on a session file."""
+
+_POLL_CAP = 0.01  # the longest sleep between two tries of a lock held by another process
+
+
+def lock(fd: int, *, exclusive: bool, timeout: float, store: str) -> None:
+    """Take a shared or exclusive ``flock`` on ``fd``, waiting at most ``timeout`` seconds.
+
+    ``flock`` itself waits without limit, and a process that stopped while holding the lock
+    (suspended, or hung) would hold every caller; so a lock that is not free at once is
+    tried again with short sleeps until the time is up, then refused with a
+    :class:`~aniki.StoreUnavailableError` naming ``timeout=``.
+    """
+    mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+    try:
+        fcntl.flock(fd, mode)  # the common case: free at once, one call
+        return
+    except BlockingIOError:
+        pass
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise StoreUnavailableError(
+                f"another process has held the session file's lock for {timeout:g} s; "
+                f"wait longer with timeout= (now {timeout:g} s)",
+                store=store,
+            )
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, _POLL_CAP)
+        try:
+            fcntl.flock(fd, mode)
+            return
+        except BlockingIOError:
+            continue
 
 
 def unlock(fd: int) -> None:
@@ -56,9 +92,9 @@ def unlock(fd: int) -> None:
 
 
 @contextmanager
-def flock(fd: int, *, exclusive: bool) -> Iterator[None]:
-    """Hold a shared or exclusive ``flock`` on ``fd`` (waits for it)."""
-    lock(fd, exclusive=exclusive)
+def flock(fd: int, *, exclusive: bool, timeout: float, store: str) -> Iterator[None]:
+    """Hold a shared or exclusive ``flock`` on ``fd`` (see :func:`lock` for the wait)."""
+    lock(fd, exclusive=exclusive, timeout=timeout, store=store)
     try:
         yield
     finally:
@@ -182,14 +218,17 @@ EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
 """Sorts a session that has no update time last."""
 
 
-def describe(path: Path) -> SessionInfo | None:
+def describe(path: Path, *, timeout: float = DEFAULT_TIMEOUT) -> SessionInfo | None:
     """What ``list_sessions`` shows of a session file; ``None`` for an empty one.
 
     Raises the :class:`~aniki.StoreError` that keeps it out of a listing: damaged, foreign,
     newer, named for another session, or unreadable."""
     label = f"file://{path}"
     try:
-        with path.open("rb") as file, flock(file.fileno(), exclusive=False):
+        with (
+            path.open("rb") as file,
+            flock(file.fileno(), exclusive=False, timeout=timeout, store=label),
+        ):
             data = file.read()
             modified = os.fstat(file.fileno()).st_mtime
     except FileNotFoundError:

@@ -43,6 +43,7 @@ from ._codec import (
     check_limit,
     check_meta_key,
     check_path,
+    check_seconds,
     check_session_id,
     decode_messages,
     encode_batch,
@@ -59,6 +60,7 @@ from ._file_format import (
     parse_header,
 )
 from ._file_io import (
+    DEFAULT_TIMEOUT,
     EPOCH,
     describe,
     end_of_records,
@@ -108,6 +110,9 @@ def _directory(directory: str | os.PathLike[str]) -> Path:
     return path
 
 
+_WAITS_FOR = "another process's lock on the session file"
+
+
 class FileSession:
     """A conversation stored as a JSON-lines file in ``directory``; same id, same history.
 
@@ -122,6 +127,8 @@ class FileSession:
             it is encoded into a safe file name, so it can never point outside ``directory``.
         directory: where session files live; created on the first write.
         durability: ``"normal"`` (default) or ``"full"``; see the module docstring.
+        timeout: seconds a call waits for another process's lock on the file (default 5;
+            0 means not at all) before raising :class:`~aniki.StoreUnavailableError`.
 
     Every argument is checked here, so a bad one raises :class:`~aniki.UserError` at once,
     not on first use.
@@ -133,10 +140,12 @@ class FileSession:
         directory: str | os.PathLike[str],
         *,
         durability: Durability = "normal",
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         require_locks()
         self._id = check_session_id(id)
         self._durability = check_durability(durability)
+        self._timeout = check_seconds(timeout, name="timeout", waits_for=_WAITS_FOR, zero=True)
         self._dir = _directory(directory)
         stem = file_stem(self._id)
         self._path = self._dir / (stem + DATA_SUFFIX)
@@ -177,7 +186,7 @@ class FileSession:
             try:
                 fd = self._file(create=True)
                 assert fd is not None
-                lock(fd, exclusive=True)
+                lock(fd, exclusive=True, timeout=self._timeout, store=self._label)
                 try:
                     self._append_locked(fd, batch, payload)
                 finally:
@@ -301,7 +310,7 @@ class FileSession:
             if fd is None:
                 yield None
             else:
-                with flock(fd, exclusive=exclusive):
+                with flock(fd, exclusive=exclusive, timeout=self._timeout, store=self._label):
                     yield fd
 
     @contextmanager
@@ -489,10 +498,17 @@ class FileStore:
             print(info.id, info.message_count, info.updated_at)
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, durability: Durability = "normal"):
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        durability: Durability = "normal",
+        timeout: float = DEFAULT_TIMEOUT,
+    ):
         require_locks()
         self._dir = _directory(directory)
         self._durability = check_durability(durability)
+        self._timeout = check_seconds(timeout, name="timeout", waits_for=_WAITS_FOR, zero=True)
 
     @property
     def directory(self) -> Path:
@@ -501,7 +517,7 @@ class FileStore:
 
     def session(self, id: str) -> FileSession:
         """The session ``id`` of this directory."""
-        return FileSession(id, self._dir, durability=self._durability)
+        return FileSession(id, self._dir, durability=self._durability, timeout=self._timeout)
 
     def list_sessions(self, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:
         """Every session holding messages, most recently updated first (no directory: none).
@@ -531,7 +547,7 @@ class FileStore:
             if not path.name.endswith(DATA_SUFFIX):
                 continue
             try:
-                info = describe(path)
+                info = describe(path, timeout=self._timeout)
             except StoreError as error:
                 if problems is None:
                     logger.warning("aniki: a session file was left out of the list: %s", error)

@@ -111,6 +111,14 @@ def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list
     return list(store.list_sessions())
 
 
+def _timeout(url: str, options: dict[str, str]) -> float:
+    """The ``timeout`` option of a local store's URL (default 5 seconds)."""
+    try:
+        return float(options.get("timeout", 5.0))
+    except ValueError:
+        raise UserError(f"timeout must be a number of seconds in {redact(url)!r}") from None
+
+
 def _scheme(url: object) -> str:
     if not isinstance(url, str) or ":" not in url:
         shown = repr(redact(url)) if isinstance(url, str) else type(url).__name__
@@ -177,15 +185,13 @@ def _local_store(scheme: str, url: str) -> Any:
         from .sqlite import SQLiteStore
 
         _no_more(url, options, ("durability", "timeout"))
-        try:
-            timeout = float(options.get("timeout", 5.0))
-        except ValueError:
-            raise UserError(f"timeout must be a number of seconds in {redact(url)!r}") from None
-        return SQLiteStore(unquote(rest[3:]), timeout=timeout, **_durability(options))
+        return SQLiteStore(
+            unquote(rest[3:]), timeout=_timeout(url, options), **_durability(options)
+        )
     from .file import FileStore
 
-    _no_more(url, options, ("durability",))
-    return FileStore(_file_path(url, rest), **_durability(options))
+    _no_more(url, options, ("durability", "timeout"))
+    return FileStore(_file_path(url, rest), timeout=_timeout(url, options), **_durability(options))
 
 
 def _file_path(url: str, rest: str) -> str:

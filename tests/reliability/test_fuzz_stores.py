@@ -246,7 +246,7 @@ def test_a_bad_sqlite_timeout_is_refused_at_construction(
     make: Any, timeout: Any, tmp_path: Path
 ) -> None:
     args = ("s", tmp_path / "c.db") if make is SQLiteSession else (tmp_path / "c.db",)
-    with pytest.raises(UserError, match=r"timeout must be a number of seconds"):
+    with pytest.raises(UserError, match=r"timeout must be the seconds to wait"):
         make(*args, timeout=timeout)
     assert not (tmp_path / "c.db").exists()
 

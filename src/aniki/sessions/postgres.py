@@ -208,6 +208,15 @@ class PostgresSession(_Base):
         """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
         self._run(lambda: self._core.set_meta(key, value))
 
+    def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
+        """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
+
+        Atomic across processes (each try one statement). Values compare as JSON (same types
+        and values, any key order); ``expected=None`` means the key is absent, ``value=None``
+        deletes it.
+        """
+        return self._run(lambda: self._core.swap_meta(key, expected, value))
+
     def list_sessions(self) -> list[SessionInfo]:
         """Every session holding messages in this table, most recently updated first."""
         return self._run(self._core.list_sessions, read=True)
@@ -367,6 +376,10 @@ class AsyncPostgresSession(_Base):
     async def set_meta(self, key: str, value: Any) -> None:
         """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
         await self._run(lambda: self._core.set_meta(key, value))
+
+    async def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
+        """As :meth:`PostgresSession._swap_meta`."""
+        return await self._run(lambda: self._core.swap_meta(key, expected, value))
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every session holding messages in this table, most recently updated first."""

@@ -174,6 +174,14 @@ class RedisSession:
         """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
         self._run(self._core.set_meta(key, value))
 
+    def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
+        """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
+
+        Atomic across clients (a script). Values compare as JSON (same types and values, any
+        key order); ``expected=None`` means the key is absent, ``value=None`` deletes it.
+        """
+        return self._run(self._core.swap_meta(key, expected, value))
+
     def list_sessions(self) -> list[SessionInfo]:
         """Sessions holding messages (this URL and prefix), most recently updated first."""
         return self._run(self._core.list_sessions())
@@ -299,6 +307,10 @@ class AsyncRedisSession:
     async def set_meta(self, key: str, value: Any) -> None:
         """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
         await self._run(self._core.set_meta(key, value))
+
+    async def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
+        """As :meth:`RedisSession._swap_meta`."""
+        return await self._run(self._core.swap_meta(key, expected, value))
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Sessions holding messages (this URL and prefix), most recently updated first."""

@@ -6,15 +6,15 @@ import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-from ._run import session_io
+from ._run import background, session_io
 from ._run.deadline import Deadline
-from ._run.loop import Outcome, RunPlan, execute
+from ._run.loop import Outcome, RunPlan, execute, prepare
 from ._run.streaming import StreamedRun
 from .agent import Agent, Middleware
 from .context import Context
 from .errors import UserError
 from .messages import Message, MessageLike, to_message
-from .providers.base import ModelSettings, merge_settings
+from .providers.base import ModelSettings, Provider, merge_settings
 from .result import RunResult
 from .sessions.base import AsyncSession, Session
 
@@ -98,7 +98,16 @@ class Runner:
         settings: ModelSettings | None = None,
         timeout: float | None = None,
     ) -> RunResult:
-        """:meth:`run` for synchronous code (it runs its own event loop)."""
+        """:meth:`run` for synchronous code, such as a web framework's synchronous view.
+
+        The run happens on an event loop that aniki keeps in a background thread, shared by
+        every ``run_sync`` call of the process (from any thread, concurrently): a provider's
+        HTTP client and its connections are made once and reused by the calls that follow.
+        The calling thread waits; its context variables are seen by the run, and by its
+        tools and middleware. ``timeout`` bounds the wait even when the loop is held up by
+        code that blocks it. Raises ``UserError`` when called from a running event loop
+        (``await runner.run(...)`` there). A forked child makes a loop of its own.
+        """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -107,16 +116,15 @@ class Runner:
             raise UserError(
                 "run_sync() cannot be called from a running event loop; use await runner.run(...)"
             )
-        return asyncio.run(
-            self.run(
-                agent,
-                message=message,
-                session=session,
-                context=context,
-                settings=settings,
-                timeout=timeout,
-            )
+        work = self.run(
+            agent,
+            message=message,
+            session=session,
+            context=context,
+            settings=settings,
+            timeout=timeout,
         )
+        return background.run(work, timeout=timeout)
 
     def stream(
         self,
@@ -134,6 +142,7 @@ class Runner:
         first = Outcome()
 
         async def start() -> None:
+            await prepare(plan)
             first.history = await session_io.append_then_read(plan.session, [user])
 
         async def produce(emit: Any, started: Awaitable[None]) -> Outcome:
@@ -169,7 +178,7 @@ class Runner:
             agent=agent,
             session=session if session is not None else agent.session,
             context=context,
-            provider=agent.resolve_provider(),
+            provider=_built_provider(agent),
             max_turns=self.max_turns,
             middleware=self.middleware + agent.middleware,
             settings=merge_settings(agent.settings, settings),
@@ -189,8 +198,18 @@ def _user_message(message: str | MessageLike) -> Message:
     return user
 
 
+def _built_provider(agent: Agent) -> Provider | None:
+    """The agent's provider, or ``None`` when it is named by a string and not built yet: the
+    run builds it then, off the event loop (see :func:`~aniki._run.loop.prepare`)."""
+    if isinstance(agent.provider, str):
+        built: Provider | None = agent._resolved  # the Agent's own cache of the built one
+        return built
+    return agent.provider
+
+
 async def _run(plan: RunPlan, user: Message) -> RunResult:
     """A whole non-streamed run: store the user message, run the turns, take the snapshot."""
+    await prepare(plan)
     outcome = Outcome(history=await session_io.append_then_read(plan.session, [user]))
     outcome = await execute(plan, user, outcome)
     return await _result(plan, outcome)

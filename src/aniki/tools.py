@@ -8,7 +8,7 @@ message telling the model what went wrong, so a run never crashes on a bad call.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -22,6 +22,7 @@ import pydantic
 import pydantic_core
 
 from ._docstrings import parse_docstring
+from ._run.workers import TOOLS
 from .context import Context
 from .errors import ToolError, UserError
 from .messages import Message, ToolCall
@@ -85,7 +86,9 @@ class Tool:
             if inspect.iscoroutinefunction(self.function):
                 value = await self.function(**kwargs)
             else:
-                value = await asyncio.to_thread(self.function, **kwargs)
+                value = await TOOLS.submit(functools.partial(self.function, **kwargs))
+                if inspect.isawaitable(value):  # a callable object with an async __call__
+                    value = await value
         except ToolError as exc:
             return _reply(call, str(exc) or f"Error: tool {self.name!r} failed")
         except Exception as exc:
@@ -170,7 +173,9 @@ def tool(
     The argument schema comes from the type hints; descriptions come from the docstring
     (Google, NumPy or reST style). Parameters with defaults are optional. A parameter
     annotated :class:`~aniki.Context` receives the run's context and is hidden from the model.
-    Sync functions run in a worker thread, so they never block the event loop.
+    Sync functions run in a worker thread (with the caller's context variables), so they
+    never block the event loop; one still running when its run times out completes in the
+    background.
 
     Example::
 

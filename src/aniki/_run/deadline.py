@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from ..errors import RunTimeoutError
 
-__all__ = ["Deadline"]
+__all__ = ["GRACE", "Deadline"]
 
 T = TypeVar("T")
 
@@ -47,14 +47,14 @@ class Deadline:
                 # Cancelling may take the store's client a while (psycopg asks the server to
                 # cancel the query, and waits for it): not past the deadline. The task ends
                 # in the background; the run is over either way.
-                await asyncio.wait({task}, timeout=_GRACE)
+                await asyncio.wait({task}, timeout=GRACE)
                 task.add_done_callback(_retrieve)
         if not done:
             raise RunTimeoutError(self.timeout)
         return task.result()
 
 
-_GRACE = 0.1
+GRACE = 0.1
 """Seconds a cancelled run is given to wind down before its caller is told it timed out."""
 
 

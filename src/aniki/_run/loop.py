@@ -36,11 +36,12 @@ from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provide
 from ..reports import ReportBuilder
 from ..usage import Usage
 from . import session_io
+from .workers import SETUP
 
 if TYPE_CHECKING:
     from ..agent import Agent, Middleware
 
-__all__ = ["Outcome", "RunPlan", "execute"]
+__all__ = ["Outcome", "RunPlan", "execute", "prepare"]
 
 Emit = Callable[[StreamEvent], None]
 CallNext = Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -53,7 +54,8 @@ class RunPlan:
     agent: Agent
     session: Any
     context: Context
-    provider: Provider
+    provider: Provider | None
+    """``None`` until :func:`prepare` has built the agent's provider from its name."""
     max_turns: int
     middleware: tuple[Middleware, ...]
     settings: ModelSettings
@@ -83,8 +85,30 @@ class Outcome:
         return history
 
 
+async def prepare(plan: RunPlan) -> None:
+    """Build, in a worker thread, what the run needs and takes long to build the first time.
+
+    A provider named by a string is imported and made on its first run (the vendor package
+    takes up to a second to import), and the first report for an OpenAI model loads a
+    tokenizer (a third of a second): neither may stall the event loop.
+    """
+    if plan.provider is None:
+        plan.provider = await SETUP.submit(plan.agent.resolve_provider)
+    model = plan.agent.model
+    if model not in _COUNTED:
+        await SETUP.submit(lambda: ReportBuilder(plan.session, model))
+        if len(_COUNTED) > 64:  # a process that names many models
+            _COUNTED.clear()
+        _COUNTED.add(model)
+
+
+_COUNTED: set[str] = set()
+"""Models whose token counter was built once (the tokenizer stays loaded after that)."""
+
+
 async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Outcome:
-    """Run turns until the model answers in text; the user message is already stored."""
+    """Run turns until the model answers in text; the user message is already stored and
+    :func:`prepare` has run."""
     outcome.new_messages.append(user_message)
     call_model = _middleware_chain(plan)
     reports = outcome.reports = ReportBuilder(plan.session, plan.agent.model)
@@ -144,6 +168,11 @@ async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     )
 
 
+def _provider(plan: RunPlan) -> Provider:
+    assert plan.provider is not None, "prepare() builds the provider before the first turn"
+    return plan.provider
+
+
 def _assistant_message(plan: RunPlan, response: ModelResponse) -> Message:
     if not isinstance(response, ModelResponse):
         raise ProviderError(
@@ -161,7 +190,7 @@ def _middleware_chain(plan: RunPlan) -> CallNext:
         try:
             if plan.streaming:
                 return await _stream_response(plan, request)
-            return await plan.provider.complete(request)
+            return await _provider(plan).complete(request)
         except AnikiError:
             raise
         except Exception as exc:
@@ -212,7 +241,7 @@ def _backoff(base: float, attempt: int) -> float:
 
 async def _stream_once(plan: RunPlan, request: ModelRequest, received: list[bool]) -> ModelResponse:
     response: ModelResponse | None = None
-    async for item in plan.provider.stream(request):
+    async for item in _provider(plan).stream(request):
         received[0] = True
         if isinstance(item, TextDelta):
             if response is not None:

@@ -10,10 +10,11 @@ A streamed run keeps its tool turns out of the store until it completes; a polic
 ``_view_with(extra)`` to select over the stored history and those messages together.
 
 The calls of a synchronous store that does I/O (SQLite, files, Redis, PostgreSQL, a custom
-``Session``; a policy or ``EncryptedSession`` over one) run in a worker thread, so that they
-never block the event loop: other tasks go on, and a run's deadline fires even while the
-store hangs. An ``AsyncSession`` is awaited on the loop, and ``InMemorySession`` (no I/O),
-with any policy over it, is called inline: a thread hop costs tens of microseconds.
+``Session``; a policy or ``EncryptedSession`` over one) run in a worker thread (see
+:mod:`aniki._run.workers`), so that they never block the event loop: other tasks go on, and
+a run's deadline fires even while the store hangs. An ``AsyncSession`` is awaited on the
+loop, and ``InMemorySession`` (no I/O), with any policy over it, is called inline: a thread
+hop costs tens of microseconds.
 
 A call already running in a thread when its run is cancelled cannot be interrupted: the run
 ends at once, and the call finishes in the background. Each write is one batch, written
@@ -23,83 +24,14 @@ whole by that call, so what it leaves behind is the whole batch or none of it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import inspect
-import os
-import queue
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..messages import Message
+from .workers import STORES
 
 __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
-
-
-class _Workers:
-    """Threads that make blocking store calls for event loops.
-
-    Not the loop's default executor: ``asyncio.run()`` waits for that one's threads when it
-    closes its loop, so a hung store call would hold ``run_sync()`` past its deadline. Its
-    threads are daemons for the same reason at exit: a call still hanging then (a timed-out
-    run's write) does not keep the process alive; a store's writes are transactions, so one
-    cut short at exit is not stored at all. A queue and a wake-up per call cost about half
-    of ``run_in_executor``'s hop (measured: 40 µs against 80 µs on a busy 2-core machine).
-    """
-
-    def __init__(self, most: int) -> None:
-        self._most = most
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)  # a child has none of the threads
-
-    def _reset(self) -> None:
-        self._queue: queue.SimpleQueue[_Call] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._lock = threading.Lock()
-        self._threads = 0
-
-    def submit(self, work: Callable[[], Any]) -> asyncio.Future[Any]:
-        """Run ``work`` in a worker thread; the future (of the running loop) gets its result."""
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._queue.put((loop, future, contextvars.copy_context(), work))
-        if not self._idle.acquire(blocking=False):
-            with self._lock:
-                if self._threads < self._most:
-                    self._threads += 1
-                    name = f"aniki-store-{self._threads}"
-                    threading.Thread(target=self._serve, name=name, daemon=True).start()
-        return future
-
-    def _serve(self) -> None:
-        while True:
-            loop, future, context, work = self._queue.get()
-            try:
-                outcome: tuple[Any, BaseException | None] = (context.run(work), None)
-            except BaseException as exc:  # handed to the caller, whatever it is
-                outcome = (None, exc)
-            with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
-                loop.call_soon_threadsafe(_settle, future, *outcome)
-            del loop, future, context, work, outcome
-            self._idle.release()
-
-
-_Call = tuple[
-    asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[[], Any]
-]
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():  # the run moved on (its deadline passed)
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
-_WORKERS = _Workers(most=min(32, (os.cpu_count() or 1) + 4))
 
 
 def blocks(session: Any) -> bool:
@@ -123,7 +55,7 @@ async def call(blocking: bool, work: Callable[[], Any]) -> Any:
     """``work()``, in a worker thread when ``blocking``; an awaitable it returns is awaited
     on the loop."""
     if blocking:
-        result = await _WORKERS.submit(work)
+        result = await STORES.submit(work)
     else:
         result = work()
     return await result if inspect.isawaitable(result) else result

@@ -1,13 +1,18 @@
-"""Owning a vendor client: one per event loop, built on first use.
+"""Owning a vendor client: one per event loop, built on first use, off the loop.
 
 A vendor client pools HTTP connections, and a pooled connection belongs to the event loop
-that opened it. ``Runner.run_sync`` (or a test suite) may run each call in a fresh loop,
-so a provider keeps one client per loop instead of sharing one across loops.
+that opened it. Several loops may use one provider (the caller's own, and the one
+``Runner.run_sync`` keeps in a background thread), so a provider keeps one client per loop
+instead of sharing one across loops.
+
+Building a client takes tens of milliseconds (TLS certificates are loaded), so it happens in
+a worker thread while the loop goes on serving other tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import weakref
@@ -15,12 +20,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from .._run.workers import SETUP
 from ..errors import UserError
 
 __all__ = [
     "PerLoopClient",
     "check_client_options",
     "check_retry_options",
+    "close_loop_clients",
     "display_url",
     "from_env",
 ]
@@ -32,29 +39,57 @@ class _Closable(Protocol):
 
 C = TypeVar("C", bound=_Closable)
 
+_ALL: weakref.WeakSet[PerLoopClient[Any]] = weakref.WeakSet()
+
 
 class PerLoopClient(Generic[C]):
-    """Builds a client with ``factory`` the first time each event loop asks for one."""
+    """Builds a client with ``factory`` (in a worker thread) the first time each event loop
+    asks for one."""
 
     def __init__(self, factory: Callable[[], C]) -> None:
         self._factory = factory
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, C] = (
             weakref.WeakKeyDictionary()
         )
+        self._building: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[C]] = (
+            weakref.WeakKeyDictionary()
+        )
+        _ALL.add(self)
 
-    def get(self) -> C:
-        """The running loop's client (built now if it has none)."""
+    async def get(self) -> C:
+        """The running loop's client (built now if it has none).
+
+        Calls that arrive while it is being built wait for that one client; a failed build
+        (a missing key, say) is not kept, so the next call tries again.
+        """
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = self._factory()
-        return client
+        if client is not None:
+            return client
+        building = self._building.get(loop)
+        if building is None:
+            building = self._building[loop] = SETUP.submit(self._factory)
+            building.add_done_callback(lambda done: self._built(loop, done))
+        # Shielded: one caller giving up (its run timed out) must not fail the others.
+        return await asyncio.shield(building)
+
+    def _built(self, loop: asyncio.AbstractEventLoop, done: asyncio.Future[C]) -> None:
+        self._building.pop(loop, None)
+        if not done.cancelled() and done.exception() is None:  # the error is seen: retrieved
+            self._clients[loop] = done.result()
 
     async def aclose(self) -> None:
         """Close the running loop's client, if it has one; the next call builds a new one."""
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.close()
+
+
+async def close_loop_clients() -> None:
+    """Close every provider's client of the running loop (before the loop itself closes)."""
+    for owner in list(_ALL):
+        with contextlib.suppress(Exception):  # a client that fails to close is gone anyway
+            await owner.aclose()
 
 
 def from_env(explicit: str | None, env_var: str) -> str | None:

@@ -159,13 +159,13 @@ class AnthropicProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Make one Messages call and return its reply."""
-        client = self._clients.get()
+        client = await self._clients.get()
         call = client.messages.create(**self._params(request))
         return await complete_call(call, parse_message, self._errors, _VENDOR)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """Make one streamed call: text deltas, then the whole reply as the last item."""
-        client = self._clients.get()
+        client = await self._clients.get()
         call = client.messages.create(**self._params(request), stream=True)
         # Closed explicitly so that a consumer who stops early frees the connection now.
         async with contextlib.aclosing(

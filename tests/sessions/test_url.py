@@ -94,9 +94,18 @@ def test_a_non_string_url_is_a_user_error() -> None:
         open_session(None, "s")  # type: ignore[arg-type]
 
 
-def test_local_stores_have_no_async_variant(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="no async variant"):
-        open_session(f"sqlite:///{tmp_path}/c.db", "s", asynchronous=True)
+def test_local_stores_open_their_async_twins_with_the_url_options(tmp_path: Path) -> None:
+    from aniki.sessions import AsyncFileSession, AsyncInMemorySession, AsyncSQLiteSession
+
+    lite = open_session(f"sqlite:///{tmp_path}/c.db?durability=full", "s", asynchronous=True)
+    assert type(lite) is AsyncSQLiteSession
+    assert (lite.id, lite.path, lite.durability) == ("s", tmp_path / "c.db", "full")
+    files = open_session(f"file://{tmp_path}/d?timeout=0.5", "s", asynchronous=True)
+    assert type(files) is AsyncFileSession
+    assert files.path.parent == tmp_path / "d"
+    assert type(open_session("memory:", "s", asynchronous=True)) is AsyncInMemorySession
+    with pytest.raises(UserError, match="durability"):
+        open_session(f"sqlite:///{tmp_path}/c.db?durability=most", "s", asynchronous=True)
 
 
 def test_remote_urls_pick_the_remote_classes_without_connecting() -> None:

@@ -18,17 +18,23 @@ if TYPE_CHECKING:
     from .budget import TokenBudgetSession
     from .encrypted import AlteredDataError, DecryptionError, EncryptedSession
     from .file import FileSession, FileStore
+    from .file_async import AsyncFileSession
+    from .memory_async import AsyncInMemorySession
     from .postgres import AsyncPostgresSession, PostgresSession
     from .redis import AsyncRedisSession, RedisSession
     from .sqlite import SQLiteSession, SQLiteStore
+    from .sqlite_async import AsyncSQLiteSession
     from .summarizing import SummarizingSession
     from .url import list_sessions, open_session
     from .windowed import WindowedSession
 
 __all__ = [
     "AlteredDataError",
+    "AsyncFileSession",
+    "AsyncInMemorySession",
     "AsyncPostgresSession",
     "AsyncRedisSession",
+    "AsyncSQLiteSession",
     "AsyncSession",
     "DecryptionError",
     "Durability",
@@ -55,8 +61,11 @@ __all__ = [
 # names here (and to __all__ and the TYPE_CHECKING block above), never as an eager import.
 _LAZY: dict[str, str] = {
     "AlteredDataError": ".encrypted",
+    "AsyncFileSession": ".file_async",
+    "AsyncInMemorySession": ".memory_async",
     "AsyncPostgresSession": ".postgres",
     "AsyncRedisSession": ".redis",
+    "AsyncSQLiteSession": ".sqlite_async",
     "DecryptionError": ".encrypted",
     "Durability": "._codec",
     "EncryptedSession": ".encrypted",

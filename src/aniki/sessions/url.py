@@ -21,6 +21,9 @@ then an absolute path). Local stores take options as query parameters:
 ``sqlite:///chat.db?durability=full&timeout=10`` and ``file:///var/chats?durability=full``.
 Redis and PostgreSQL URLs are handed to their drivers unchanged.
 
+With ``asynchronous=True`` every scheme gives its async twin: ``AsyncInMemorySession``,
+``AsyncSQLiteSession``, ``AsyncFileSession``, ``AsyncRedisSession``, ``AsyncPostgresSession``.
+
 Backends with optional dependencies are imported only when their URL is used.
 """
 
@@ -53,13 +56,18 @@ def open_session(url: str, id: str, *, asynchronous: Literal[True]) -> AsyncSess
 def open_session(url: str, id: str, *, asynchronous: bool = False) -> Session | AsyncSession:
     """The session ``id`` in the store ``url`` names (see the module docstring for URLs).
 
-    With ``asynchronous=True`` the async variant is returned (Redis and PostgreSQL only;
-    the local stores are synchronous, which the Runner accepts as well).
+    With ``asynchronous=True`` the store's async twin is returned, for every scheme
+    (``sqlite:`` gives :class:`~aniki.sessions.AsyncSQLiteSession`, ``file:``
+    :class:`~aniki.sessions.AsyncFileSession`, ``memory:``
+    :class:`~aniki.sessions.AsyncInMemorySession`); its calls never block the event loop.
 
     Example::
 
         session = open_session("sqlite:///chat.db", "conversation-42")
         session.add_message({"role": "user", "content": "Hi"})
+
+        twin = open_session("sqlite:///chat.db", "conversation-42", asynchronous=True)
+        await twin.get_messages()  # (Message(role='user', content='Hi', ...),)
     """
     scheme = _scheme(url)
     if scheme in _REMOTE:
@@ -68,13 +76,23 @@ def open_session(url: str, id: str, *, asynchronous: bool = False) -> Session | 
         cls = getattr(importlib.import_module(module), async_name if asynchronous else sync_name)
         session: Session | AsyncSession = cls(id, url)
         return session
-    if asynchronous:
-        raise UserError(
-            f"{scheme}: stores have no async variant; pass the synchronous session "
-            "(the Runner accepts both kinds)"
-        )
     local: Session = _local_store(scheme, url).session(id)
-    return local
+    return _async_twin(local) if asynchronous else local
+
+
+def _async_twin(local: Session) -> AsyncSession:
+    """The async twin of a local store's session, on the same store and settings."""
+    from .file import FileSession
+    from .file_async import AsyncFileSession
+    from .memory_async import AsyncInMemorySession
+    from .sqlite import SQLiteSession
+    from .sqlite_async import AsyncSQLiteSession
+
+    if isinstance(local, SQLiteSession):
+        return AsyncSQLiteSession._of(local)
+    if isinstance(local, FileSession):
+        return AsyncFileSession._of(local)
+    return AsyncInMemorySession(local.id)
 
 
 def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:

@@ -1,0 +1,74 @@
+"""``AsyncFileSession``: :class:`~aniki.sessions.FileSession` for asyncio code.
+
+Every call runs the sync session's method in a worker thread, in the lane of its session
+file (see :mod:`aniki.sessions._offload`): calls on one file run one at a time, in order,
+and never on the event loop, so a wait for another process's ``flock`` (up to ``timeout``)
+or an ``fsync`` stalls no other task.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ._codec import Durability
+from ._file_io import DEFAULT_TIMEOUT
+from ._offload import Offloaded
+from .file import FileSession
+
+__all__ = ["AsyncFileSession"]
+
+
+class AsyncFileSession(Offloaded[FileSession]):
+    """A conversation stored as a JSON-lines file, for asyncio code: the same arguments,
+    file format and guarantees as :class:`~aniki.sessions.FileSession`, the methods awaited.
+
+    Example::
+
+        session = AsyncFileSession("conversation-42", "chats/")
+        await session.add_message({"role": "user", "content": "Hi"})
+        await session.get_messages()  # (Message(role='user', content='Hi', ...),)
+        FileSession("conversation-42", "chats/").get_messages()  # the same history
+        await session.aclose()
+
+    Args:
+        id: the conversation's id (any non-empty text up to 1,024 characters, without NUL).
+        directory: where session files live; created on the first write.
+        durability: ``"normal"`` (default) or ``"full"``, as for ``FileSession``.
+        timeout: seconds a call waits for another process's lock on the file (default 5;
+            0 means not at all) before it raises :class:`~aniki.StoreUnavailableError`; also
+            (at least 1 s) how long it waits for its turn behind this process's earlier
+            calls on the file.
+
+    The work runs in a worker thread, one lane per session file: calls on one file run one
+    at a time and in order, never on the event loop. A call cancelled before its thread
+    starts it never happens; once started, it completes (a batch stays one line). An
+    instance may be used from any event loop. Arguments are checked here, so a bad one
+    raises :class:`~aniki.UserError` at once.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        directory: str | os.PathLike[str],
+        *,
+        durability: Durability = "normal",
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        sync = FileSession(id, directory, durability=durability, timeout=timeout)
+        super().__init__(
+            sync, lane=("file", str(sync.path)), timeout=timeout, store=f"file://{sync.path}"
+        )
+
+    @classmethod
+    def _of(cls, sync: FileSession) -> AsyncFileSession:
+        # The twin of a session already made (open_session builds the sync one from a URL).
+        return cls(sync.id, sync.path.parent, durability=sync._durability, timeout=sync._timeout)
+
+    @property
+    def path(self) -> Path:
+        """The session's file."""
+        return self._sync.path
+
+    def __repr__(self) -> str:
+        return f"AsyncFileSession(id={self.id!r}, directory={str(self.path.parent)!r})"

@@ -1,0 +1,84 @@
+"""``AsyncSQLiteSession``: :class:`~aniki.sessions.SQLiteSession` for asyncio code.
+
+Every call runs the sync session's method in a worker thread, in the lane of its database
+file (see :mod:`aniki.sessions._offload`): calls on one file run one at a time, in order,
+and never on the event loop, so a write waiting for another process's lock (up to
+``timeout``) or an ``fsync`` stalls no other task.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..messages import MessageLike
+from ._codec import Durability, to_messages
+from ._offload import Offloaded
+from .sqlite import SQLiteSession
+
+__all__ = ["AsyncSQLiteSession"]
+
+
+class AsyncSQLiteSession(Offloaded[SQLiteSession]):
+    """A conversation stored in a SQLite file, for asyncio code: the same arguments, file
+    format and guarantees as :class:`~aniki.sessions.SQLiteSession`, the methods awaited.
+
+    Example::
+
+        session = AsyncSQLiteSession("conversation-42", "chat.db")
+        await session.add_message({"role": "user", "content": "Hi"})
+        await session.get_messages()  # (Message(role='user', content='Hi', ...),)
+        SQLiteSession("conversation-42", "chat.db").get_messages()  # the same history
+        await session.aclose()
+
+    Args:
+        id: the conversation's id (any non-empty text up to 1,024 characters, without NUL).
+        path: the database file; created when missing (its directory must exist).
+        durability: ``"off"``, ``"normal"`` (default) or ``"full"``, as for ``SQLiteSession``.
+        timeout: seconds a call waits for another process's write before it raises
+            :class:`~aniki.StoreUnavailableError`; also (at least 1 s) how long it waits for
+            its turn behind this process's earlier calls on the file.
+
+    The work runs in a worker thread, one lane per database file: calls on one file run one
+    at a time and in order, never on the event loop. A call cancelled before its thread
+    starts it never happens; once started, it completes (a batch stays one transaction).
+    An instance may be used from any event loop. Arguments are checked here, so a bad one
+    raises :class:`~aniki.UserError` at once.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        path: str | os.PathLike[str] = "aniki.db",
+        *,
+        durability: Durability = "normal",
+        timeout: float = 5.0,
+    ) -> None:
+        sync = SQLiteSession(id, path, durability=durability, timeout=timeout)
+        super().__init__(
+            sync, lane=("sqlite", str(sync.path)), timeout=timeout, store=f"sqlite:///{sync.path}"
+        )
+
+    @classmethod
+    def _of(cls, sync: SQLiteSession) -> AsyncSQLiteSession:
+        # The twin of a session already made (open_session builds the sync one from a URL).
+        return cls(sync.id, sync.path, durability=sync.durability, timeout=sync._timeout)
+
+    @property
+    def path(self) -> Path:
+        """The database file (absolute)."""
+        return self._sync.path
+
+    @property
+    def durability(self) -> Durability:
+        """The durability level of this session's commits."""
+        return self._sync.durability
+
+    async def _replace(self, messages: Iterable[MessageLike]) -> None:
+        # clear() then add_messages() in one transaction (used by `aniki sessions import`).
+        batch = to_messages(messages)
+        await self._call(lambda: self._sync._replace(batch))
+
+    def __repr__(self) -> str:
+        return f"AsyncSQLiteSession(id={self.id!r}, path={str(self.path)!r})"

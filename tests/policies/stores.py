@@ -110,7 +110,9 @@ KINDS = [
     "async_memory",
     "plain",
     "sqlite",
+    "async_sqlite",
     "file",
+    "async_file",
     "redis",
     "async_redis",
     "postgres",
@@ -127,17 +129,21 @@ def make_store(kind: str, tmp_path: Path) -> Store:
         return Store(kind, AsyncMemorySession, persistent=False, has_meta=True)
     if kind == "plain":
         return Store(kind, PlainSession, persistent=False, has_meta=False)
-    if kind == "sqlite":
+    if kind in ("sqlite", "async_sqlite"):
         from aniki.sessions.sqlite import SQLiteSession
+        from aniki.sessions.sqlite_async import AsyncSQLiteSession
 
         db = tmp_path / "policies.db"
-        return Store(kind, lambda id: SQLiteSession(id, db), persistent=True, has_meta=True)
-    if kind == "file":
+        lite = SQLiteSession if kind == "sqlite" else AsyncSQLiteSession
+        return Store(kind, lambda id: lite(id, db), persistent=True, has_meta=True)
+    if kind in ("file", "async_file"):
         _module("aniki.sessions.file")
         from aniki.sessions.file import FileSession
+        from aniki.sessions.file_async import AsyncFileSession
 
         folder = tmp_path / "sessions"
-        return Store(kind, lambda id: FileSession(id, folder), persistent=True, has_meta=True)
+        files = FileSession if kind == "file" else AsyncFileSession
+        return Store(kind, lambda id: files(id, folder), persistent=True, has_meta=True)
     if kind in ("redis", "async_redis"):
         _module("redis")
         from aniki.sessions.redis import AsyncRedisSession, RedisSession

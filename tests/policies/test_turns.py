@@ -24,7 +24,8 @@ from aniki.tokens import EstimatingCounter
 from .histories import user
 from .stores import Store, make_store, resolve
 
-FUSED = ("redis", "async_redis", "postgres", "async_postgres")
+SERVERS = ("redis", "async_redis", "postgres", "async_postgres")
+FUSED = (*SERVERS, "async_sqlite", "async_file")  # the local twins: one trip to their thread
 
 KEY = EncryptedSession.generate_key()
 
@@ -50,7 +51,7 @@ def whole(policy: str, store: Any) -> Any:
     return EncryptedSession(store, KEY) if "encrypted" in policy else store
 
 
-@pytest.fixture(params=FUSED)
+@pytest.fixture(params=SERVERS)
 async def server_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """The stores that fuse an append with the read after it."""
     opened = make_store(request.param, tmp_path)

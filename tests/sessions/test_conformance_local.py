@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import functools
 
-from aniki.sessions import FileSession, InMemorySession, SQLiteSession
+from aniki.sessions import (
+    AsyncFileSession,
+    AsyncInMemorySession,
+    AsyncSQLiteSession,
+    FileSession,
+    InMemorySession,
+    SQLiteSession,
+)
 from aniki.testing.conformance import SessionConformance, SessionFactory
 
 
@@ -42,3 +49,30 @@ class TestFileSessionDurabilityFull(SessionConformance):
         return functools.partial(
             FileSession, directory=self.tmp_path / "sessions", durability="full"
         )
+
+
+# --- the async twins: the same suite, every call awaited ----------------------------------
+
+
+class TestAsyncInMemorySession(SessionConformance):
+    shares_history_across_instances = False
+
+    def session_factory(self) -> SessionFactory:
+        return AsyncInMemorySession
+
+
+class TestAsyncSQLiteSession(SessionConformance):
+    def session_factory(self) -> SessionFactory:
+        return functools.partial(AsyncSQLiteSession, path=self.tmp_path / "store.db")
+
+
+class TestAsyncSQLiteSessionDurabilityFull(SessionConformance):
+    def session_factory(self) -> SessionFactory:
+        return functools.partial(
+            AsyncSQLiteSession, path=self.tmp_path / "store.db", durability="full"
+        )
+
+
+class TestAsyncFileSession(SessionConformance):
+    def session_factory(self) -> SessionFactory:
+        return functools.partial(AsyncFileSession, directory=self.tmp_path / "sessions")

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from aniki import Message
-from aniki.sessions import FileSession, FileStore, InMemorySession, SQLiteSession, SQLiteStore
+from aniki.sessions import (
+    AsyncFileSession,
+    AsyncSQLiteSession,
+    FileSession,
+    FileStore,
+    InMemorySession,
+    SQLiteSession,
+    SQLiteStore,
+)
 from aniki.sessions._redis_core import RedisCore
 
 from ..servers import postgres_dsn, redis_url, unique_name
@@ -24,7 +32,9 @@ from ..sessions.stores import Opener
 KINDS = [
     "memory",
     "sqlite",
+    "sqlite-async",
     "file",
+    "file-async",
     "redis-sync",
     "redis-async",
     "postgres-sync",
@@ -100,8 +110,9 @@ def make_store(kind: str, tmp_path: Path) -> Store:
             return repr(held).encode("utf-8", "surrogatepass")
 
         return Store(kind, opener, examples=40, raw=memory_raw)
-    if kind == "sqlite":
+    if kind in ("sqlite", "sqlite-async"):
         path = tmp_path / "store.db"
+        lite = SQLiteSession if kind == "sqlite" else AsyncSQLiteSession
 
         def sqlite_files() -> None:
             allowed = {"store.db", "store.db-wal", "store.db-shm"}
@@ -109,13 +120,14 @@ def make_store(kind: str, tmp_path: Path) -> Store:
 
         return Store(
             kind,
-            Opener(SQLiteSession, path=path),
+            Opener(lite, path=path),
             examples=25,
             raw=lambda: files_in(tmp_path),
             list_ids=lambda: {info.id for info in SQLiteStore(path).list_sessions()},
             contained=sqlite_files,
         )
-    if kind == "file":
+    if kind in ("file", "file-async"):
+        files = FileSession if kind == "file" else AsyncFileSession
         # Deep inside tmp_path: an id that climbed out would land in tmp_path or above it.
         directory = tmp_path / "deep" / "down" / "sessions"
 
@@ -126,7 +138,7 @@ def make_store(kind: str, tmp_path: Path) -> Store:
 
         return Store(
             kind,
-            Opener(FileSession, directory=directory),
+            Opener(files, directory=directory),
             examples=25,
             raw=lambda: files_in(tmp_path),
             list_ids=lambda: {info.id for info in FileStore(directory).list_sessions()},

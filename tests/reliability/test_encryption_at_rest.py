@@ -135,6 +135,52 @@ def test_every_tampering_is_refused_and_truncation_is_not_detected(store: Store)
     assert driver.get_messages(EncryptedSession(inner, key)) == HISTORY[:3]
 
 
+def reorderings(count: int) -> list[tuple[int, ...]]:
+    """Every swap of two records, every rotation and the reversal of ``count`` records."""
+    orders: set[tuple[int, ...]] = {tuple(reversed(range(count)))}
+    for first in range(count):
+        for second in range(first + 1, count):
+            order = list(range(count))
+            order[first], order[second] = order[second], order[first]
+            orders.add(tuple(order))
+    for shift in range(1, count):
+        orders.add(tuple((index + shift) % count for index in range(count)))
+    return sorted(orders)
+
+
+def test_a_limited_read_of_reordered_records_refuses_or_returns_the_genuine_tail(
+    store: Store,
+) -> None:
+    """A limited read checks what it returns, not the whole history: it may miss a change
+    wholly before its window, but whatever it returns is a genuine run of the history, in its
+    place: the tail of the history as written or of that history cut short at its end."""
+    driver = store.opener.driver
+    key = EncryptedSession.generate_key()
+    inner, records = sealed_history(store, "shuffled", key)
+    genuine = [*HISTORY, Message("user", "last")]
+    refused = 0
+    for order in reorderings(len(records)):
+        driver.clear(inner)
+        driver.add_messages(inner, [records[index] for index in order])
+        for limit in range(1, len(records) + 1):
+            try:
+                tail = driver.get_messages(EncryptedSession(inner, key), limit)
+            except AlteredDataError:
+                refused += 1
+                continue
+            # the genuine tail of the history as written, or of it cut short at the end
+            # (which no chain can tell from a shorter history)
+            ends = [
+                end
+                for end in range(limit, len(genuine) + 1)
+                if genuine[end - limit : end] == list(tail)
+            ]
+            assert ends, (order, limit, tail)
+        with pytest.raises(AlteredDataError):  # the whole history always shows it
+            driver.get_messages(EncryptedSession(inner, key))
+    assert refused > 0
+
+
 def test_records_of_the_first_format_are_read_only_when_asked_for(store: Store) -> None:
     from cryptography.fernet import Fernet
 

@@ -11,10 +11,12 @@ kept in the clear beside the envelope, so a store can still be listed and a hist
 for tool-call pairs; what the envelope holds is what counts, and a clear field that differs
 from it is refused. Derived state (``set_meta``) is sealed with the session id and its key.
 
-A limited read checks the chain over the window and the one record before it, so it stays
-O(window). Writers that race each other may both name the same predecessor (each read the
+A limited read checks the chain over the window and back to the earliest record the window
+names (on an unbroken chain, the one record before it), so it stays O(window): what it returns
+is the genuine tail, in its place, though a change wholly before the window shows only in a
+longer read. Writers that race each other may both name the same predecessor (each read the
 tail before the other wrote): such a fork is accepted, as a record naming *an earlier* record
-of the session.
+of the session, when every record between the two is in its place too.
 
 Records of the first format (``aniki-enc:v1:``, contents only, nothing bound) and plaintext
 records are refused, unless the session is opened with ``accept_unbound=True``, which reads
@@ -326,60 +328,74 @@ class EncryptedSession(Generic[SessionT]):
         self, stored: Sequence[Message], start: int, *, complete: bool, whole: bool
     ) -> tuple[Message, ...]:
         """``stored[start:]`` in plaintext, once every record of it is checked: sealed for
-        this session, its clear fields as sealed, no copy of another record, and written
-        after a record that is before it (the chain). ``stored[:start]`` is only hashed.
-        Only records the last whole read and the last limited read did not open are
-        decrypted: a conversation read every turn costs what is new, not the whole history.
+        this session, its clear fields as sealed, no copy of another record, and in its place.
+
+        A record is in its place when it names (by its chain value) a record before it, and
+        every record between that one and it is in its place too. So the check reaches back
+        from the window to the earliest record a checked record names: one record on an
+        unbroken chain, more after racing writers forked it. A record naming the start of the
+        session (or an unbound one) is placed only against the whole history, from its first
+        record: when ``stored`` is not ``complete`` (more may lie before it) the read must
+        fetch more (:class:`_NeedMore`). Records before the checked ones are only hashed, for
+        copies. Records the last whole read and the last limited read opened are not decrypted
+        again: a conversation read every turn costs what is new, not the whole history.
         """
         whole_map, window_map = self._plain
-        seen: dict[str, int] = {}
-        bound_before = False
-        for index in range(start):
-            record = stored[index]
+        cached: list[_Opened | None] = []
+        first: dict[str, int] = {}
+        for index, record in enumerate(stored):
             known = whole_map.get(record) or window_map.get(record)
-            self._place(seen, known.digest if known else _digest(record), index, stored)
-            bound_before = bound_before or record.content.startswith(PREFIX)
-        opened: dict[Message, _Opened] = {}
-        for index in range(start, len(stored)):
-            record = stored[index]
-            where = (
-                f"message {index} of session {self.id!r}"
-                if complete
-                else f"message -{len(stored) - index} (from the end) of session {self.id!r}"
-            )
-            known = whole_map.get(record) or window_map.get(record)
-            record_opened = known or self._open_record(record, where)
-            if record_opened.prev is None:  # unbound, read on request: only before the rest
-                if bound_before:
-                    raise AlteredDataError(
-                        f"{where} is not sealed but follows sealed records: it was inserted"
-                    )
-                if not complete:
-                    raise _NeedMore
-            elif record_opened.prev not in seen and (record_opened.prev != GENESIS or not complete):
-                if not complete:
-                    raise _NeedMore
+            digest = known.digest if known else _digest(record)
+            if digest in first:
                 raise AlteredDataError(
-                    f"{where} was not written after any record before it: records were "
-                    "removed from before it, reordered, or taken from another copy of the "
-                    "session; refused"
+                    f"message {index} of session {self.id!r} (of {len(stored)} read) is a "
+                    f"copy of message {first[digest]}; refused"
                 )
-            self._place(seen, record_opened.digest, index, stored)
-            bound_before = bound_before or record_opened.prev is not None
-            opened[record] = record_opened
-        self._plain = (opened, window_map) if whole else (whole_map, opened)
-        self._known_tail = tuple(stored[-1:])
-        return tuple(opened[stored[index]].plain for index in range(start, len(stored)))
+            first[digest] = index
+            cached.append(known)
 
-    def _place(
-        self, seen: dict[str, int], digest: str, index: int, stored: Sequence[Message]
-    ) -> None:
-        if digest in seen:
-            raise AlteredDataError(
-                f"message {index} of session {self.id!r} (of {len(stored)} read) is a copy of "
-                f"message {seen[digest]}; refused"
-            )
-        seen[digest] = index
+        def where(index: int) -> str:
+            if complete:
+                return f"message {index} of session {self.id!r}"
+            return f"message -{len(stored) - index} (from the end) of session {self.id!r}"
+
+        opened: dict[int, _Opened] = {}
+        for index in range(start, len(stored)):  # in order: the first bad record is named
+            opened[index] = cached[index] or self._open_record(stored[index], where(index))
+        check_from = start
+        index = len(stored) - 1
+        while index >= check_from:
+            if index not in opened:
+                opened[index] = cached[index] or self._open_record(stored[index], where(index))
+            record_opened = opened[index]
+            prev = record_opened.prev
+            if prev is None or prev == GENESIS:  # placed only against the whole history
+                named = -1
+            elif prev in first and first[prev] < index:
+                named = first[prev]
+            elif not complete:
+                raise _NeedMore
+            else:
+                raise AlteredDataError(
+                    f"{where(index)} was not written after any record before it: records "
+                    "were removed from before it, reordered, or taken from another copy of "
+                    "the session; refused"
+                )
+            if named < 0 and not complete:
+                raise _NeedMore
+            check_from = min(check_from, named + 1)
+            index -= 1
+        bound_before = False
+        for index in sorted(opened):
+            if opened[index].prev is None and bound_before:
+                raise AlteredDataError(
+                    f"{where(index)} is not sealed but follows sealed records: it was inserted"
+                )
+            bound_before = bound_before or opened[index].prev is not None
+        by_record = {stored[index]: record_opened for index, record_opened in opened.items()}
+        self._plain = (by_record, window_map) if whole else (whole_map, by_record)
+        self._known_tail = tuple(stored[-1:])
+        return tuple(opened[index].plain for index in range(start, len(stored)))
 
     # -- the session protocol --------------------------------------------------------------
 

@@ -134,6 +134,51 @@ async def test_markup_in_ids_and_content_is_printed_as_text(tmp_path: Path) -> N
     assert stored(tmp_path, session_id) == []
 
 
+CONTROLS = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\u202eevil\x9b\x08"
+
+
+async def test_control_characters_in_stored_text_reach_no_terminal(tmp_path: Path) -> None:
+    """Escape sequences (retitle, clear, recolour), a bidi override and C1 controls in ids,
+    content and tool fields are shown as escapes, never sent to the terminal raw."""
+    session_id = f"id{CONTROLS}"
+    SQLiteSession(session_id, path=store_path(tmp_path)).add_messages(
+        [
+            Message(role="user", content=f"line one\n{CONTROLS}"),
+            Message(
+                role="assistant",
+                tool_calls=({"id": f"c{CONTROLS}", "name": "f", "arguments": CONTROLS},),  # type: ignore[arg-type]
+            ),
+            Message(role="tool", content=CONTROLS, tool_call_id=f"c{CONTROLS}"),
+        ]
+    )
+    shown = CONTROLS.encode("unicode_escape").decode()
+    for args in (["sessions", "list"], ["sessions", "show", session_id]):
+        code, out, err = await run(tmp_path, *args)
+        assert code == 0, err
+        assert not any(char in out for char in "\x1b\x07\u202e\x9b\x08"), out
+        assert shown in out
+    assert "line one\n" in out  # newlines in content stay lines
+    code, _, err = await run(tmp_path, "sessions", "show", f"no{CONTROLS}")
+    assert code == EXIT_FAILED and "\x1b" not in err
+
+
+async def test_a_store_url_where_a_session_id_goes_is_read_as_url_and_id(
+    tmp_path: Path,
+) -> None:
+    """``sessions show URL#ID`` reads that store; a URL without ``#ID`` is a usage error that
+    quotes it without its password; reading never creates the default store."""
+    other = tmp_path / "other.db"
+    SQLiteSession("s1", path=other).add_message(Message(role="user", content="from other"))
+    code, out, err = await run(tmp_path, "sessions", "show", f"sqlite:///{other}#s1")
+    assert code == 0 and "from other" in out, err
+    code, out, err = await run(tmp_path / "home", "sessions", "show", "postgresql://a=b:Zq9pw@h/d")
+    assert code == EXIT_USAGE
+    assert "Zq9" not in out + err and "a=b:***@h/d" in err and "URL#SESSION_ID" in err
+    for args in (["sessions", "list"], ["sessions", "show", "x"], ["sessions", "export", "x"]):
+        await run(tmp_path / "home", *args)
+    assert not store_path(tmp_path / "home").exists()
+
+
 async def test_chat_prints_ids_and_replies_as_text(tmp_path: Path) -> None:
     async with scripted_server([MARKUP]) as server:
         args = ["chat", "--session", "s [/]", "--base-url", server.url + "/v1", "--model", "m"]

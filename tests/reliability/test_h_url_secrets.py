@@ -36,7 +36,7 @@ URLS = st.builds(
         f"{scheme}://{user}:{password}@{host}{port}{tail}"
     ),
     st.sampled_from(SCHEMES),
-    st.sampled_from(["", "u", "me@corp"]),
+    st.sampled_from(["", "u", "me@corp", "a=b", "x=y=z", "u%3Dv", "host=h user=u"]),
     PASSWORDS,
     st.sampled_from(HOSTS),
     st.sampled_from(PORTS),
@@ -49,6 +49,11 @@ FIXED = [
     f"redis://u:{MARK}pa#ss@127.0.0.1:1/0",
     f"rediss://:{MARK}@[::1]:99999/0",
     f"postgres://u:{MARK}x@h:1:2/db",
+]
+WELL_FORMED = [  # parsed fine; the servers refuse these users
+    f"postgresql://a=b:{MARK}pw@127.0.0.1:5432/test",
+    f"redis://x=y:{MARK}pw@127.0.0.1:6379/0",
+    f"postgresql://host=h user=u:{MARK}pw@127.0.0.1:5432/test",
 ]
 
 
@@ -186,3 +191,13 @@ def test_a_misused_command_quotes_its_arguments_without_the_password(args: list[
     assert "unexpected extra argument" in output, output
     assert MARK not in output, output
     assert "***" in output, output
+
+
+@pytest.mark.parametrize("url", WELL_FORMED)
+def test_a_refused_login_never_shows_the_password(url: str) -> None:
+    """User names holding ``=`` (a keyword DSN look-alike) are still URLs: the password the
+    server refused appears nowhere, in the error, its chain or its traceback."""
+    assert MARK not in redact(url)
+    error = attempt(lambda: open_session(url, "x").get_messages())
+    assert error is not None, f"{redact(url)} logged in"
+    assert_clean(error, url)

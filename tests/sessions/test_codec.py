@@ -180,6 +180,8 @@ def test_small_argument_checks() -> None:
         ("host=db password='a b c' user=x", "host=db password=*** user=x"),
         ("redis://localhost:6379/0", "redis://localhost:6379/0"),
         ("postgresql://bob@db/app", "postgresql://bob@db/app"),
+        ("postgresql://a=b:SECRETpw@db/app", "postgresql://a=b:***@db/app"),
+        ("redis://x=y=z:pw@h:6379/0", "redis://x=y=z:***@h:6379/0"),
     ],
 )
 def test_redact_hides_passwords(location: str, expected: str) -> None:

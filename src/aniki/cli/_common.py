@@ -31,6 +31,7 @@ __all__ = [
     "err_console",
     "fail",
     "handle_errors",
+    "plain",
     "shown_url",
     "text",
     "warn",
@@ -50,9 +51,25 @@ err_console = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# C0 and C1 control characters (terminal escape sequences start with one) and the bidi
+# controls that reorder what a terminal shows; tab and newline are kept where lines are.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(value: object, *, lines: bool = True) -> str:
+    """``value`` as text a terminal shows as it is: control characters written as escapes
+    (``\\x1b``, ``\\u202e``), so stored data can neither move the cursor, recolour, retitle
+    the terminal nor reorder what it shows. With ``lines=False`` tab and newline are
+    escaped too (for one-line values such as ids)."""
+    pattern = _CONTROL if lines else _CONTROL_OR_LINE
+    return pattern.sub(lambda found: found.group().encode("unicode_escape").decode(), str(value))
+
+
 def text(value: object) -> str:
-    """``value`` as text that rich prints as it is (``[/]`` stays ``[/]``)."""
-    return escape(str(value))
+    """``value`` as text that rich prints as it is: ``[/]`` stays ``[/]``, control
+    characters are shown as escapes (see :func:`plain`)."""
+    return escape(plain(value))
 
 
 def shown_url(url: str) -> str:
@@ -86,7 +103,7 @@ def fail(message: str, *, code: int = EXIT_FAILED, hint: str | None = None) -> N
     """Print an error (and a hint) to stderr and exit with ``code``; both are plain text."""
     err_console.print(f"[bold red]error:[/] {text(message)}")
     if hint:
-        err_console.print(hint, markup=False)
+        err_console.print(plain(hint), markup=False)
     raise SystemExit(code)
 
 

@@ -6,12 +6,14 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from ..errors import StoreError, UserError
 from ..messages import Message
 from ..sessions.base import SessionInfo
 
 __all__ = [
+    "absent",
     "check_store_url",
     "list_sessions",
     "open_store_session",
@@ -67,11 +69,33 @@ def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list
     """
     from ..sessions.url import list_sessions as listed
 
+    if absent(url):
+        return []
     return sorted(listed(check_store_url(url), problems=problems), key=lambda info: info.id)
 
 
+def absent(url: str) -> bool:
+    """Whether ``url`` names a SQLite file or a session directory that does not exist: a
+    command that only reads then finds nothing, and creates nothing."""
+    from ..sessions.url import _file_path
+
+    scheme, _, rest = check_store_url(url).partition(":")
+    rest = rest.partition("?")[0]
+    scheme = scheme.lower()
+    if scheme == "sqlite" and rest.startswith("///") and len(rest) > 3:
+        return not Path(unquote(rest[3:])).exists()
+    if scheme == "file":
+        try:
+            return not Path(_file_path(url, rest)).exists()
+        except UserError:
+            return False  # opening it says what is wrong
+    return False
+
+
 def read_messages(url: str, session_id: str) -> Sequence[Message]:
-    """The history of ``session_id`` (empty when there is none)."""
+    """The history of ``session_id`` (empty when there is none, or no store yet)."""
+    if absent(url):
+        return ()
     session = open_store_session(url, session_id)
     try:
         return tuple(session.get_messages())

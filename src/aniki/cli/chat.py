@@ -29,6 +29,7 @@ from ._common import (
     default_store_url,
     fail,
     handle_errors,
+    plain,
     shown_url,
     text,
 )
@@ -262,7 +263,7 @@ class _Chat:
             console.print(f"\n[bold red]error:[/] {text(cli_message(exc))}")
             hint = cli_hint(exc, base_url=self.base_url)
             if hint:
-                console.print(hint, markup=False)
+                console.print(plain(hint), markup=False)
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 self.loop_.remove_signal_handler(signal.SIGINT)
@@ -274,7 +275,7 @@ class _Chat:
         async with self.runner.stream(self.agent, message=message) as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):
-                    console.print(event.text, end="", markup=False, soft_wrap=True)
+                    console.print(plain(event.text), end="", markup=False, soft_wrap=True)
                 elif isinstance(event, ToolCallStarted):
                     console.print(f"[dim]\\[tool {text(event.tool_call.name)}][/] ", end="")
                 elif isinstance(event, StreamRestarted):

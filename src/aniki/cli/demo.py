@@ -26,7 +26,7 @@ from ..testing.mock import MockProvider, MockReply
 from ..tokens import count_tokens
 from ..tools import tool
 from ..usage import Usage
-from ._common import console, data_dir, handle_errors, shown_url, text
+from ._common import console, data_dir, handle_errors, plain, shown_url, text
 from ._stores import open_store_session, read_messages
 from .chat import DEFAULT_MODELS, resolve_provider
 
@@ -218,7 +218,7 @@ async def _tour(provider: Provider, model: str, url: str, session: Any, *, live:
     console.print(f"[cyan]you>[/] {text(question)}\n[green]assistant>[/] ", end="")
     async for event in runner.stream(assistant, message=question):
         if isinstance(event, TextDelta):
-            console.print(event.text, end="", markup=False)
+            console.print(plain(event.text), end="", markup=False)
         elif isinstance(event, RunCompleted):
             console.print()
             _print_usage(event.result.usage, live=live)

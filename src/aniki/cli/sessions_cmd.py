@@ -23,6 +23,7 @@ from ._common import (
     default_store_url,
     fail,
     handle_errors,
+    plain,
     shown_url,
     text,
     warn,
@@ -67,7 +68,9 @@ def list_command(store: str | None) -> None:
     for info in infos:
         tokens = count_tokens(read_messages(url, info.id))
         updated = info.updated_at.strftime("%Y-%m-%d %H:%M:%S") if info.updated_at else "-"
-        table.add_row(Text(info.id), str(info.message_count), updated, f"{tokens:,}")
+        table.add_row(
+            Text(plain(info.id, lines=False)), str(info.message_count), updated, f"{tokens:,}"
+        )
     if infos:
         console.print(table)
     else:
@@ -83,8 +86,11 @@ def list_command(store: str | None) -> None:
 @store_option
 @handle_errors
 def show_command(session_id: str, store: str | None) -> None:
-    """Print a session's messages."""
-    url = store or default_store_url()
+    """Print a session's messages.
+
+    SESSION_ID is an id in --store, or URL#ID to name another store.
+    """
+    url, session_id = _reference(session_id, store or default_store_url())
     messages = _existing(url, session_id)
     for message in messages:
         _print_message(message)
@@ -110,7 +116,7 @@ def show_command(session_id: str, store: str | None) -> None:
 @handle_errors
 def export_command(session_id: str, store: str | None, fmt: str, output: Path | None) -> None:
     """Export a session as JSON lines, one JSON document, or Markdown."""
-    url = store or default_store_url()
+    url, session_id = _reference(session_id, store or default_store_url())
     rendered = render(session_id, _existing(url, session_id), fmt)
     if output is None:
         sys.stdout.write(rendered)
@@ -163,7 +169,7 @@ def import_command(file: Path, store: str | None, session_id: str | None, replac
 @handle_errors
 def rm_command(session_id: str, store: str | None, yes: bool) -> None:
     """Delete a session's history."""
-    url = store or default_store_url()
+    url, session_id = _reference(session_id, store or default_store_url())
     count = len(_existing(url, session_id))
     if not yes and sys.stdin.isatty():
         click.confirm(f"delete {count} messages of {session_id!r}?", abort=True)
@@ -203,8 +209,8 @@ def _reference(reference: str, default_url: str) -> tuple[str, str]:
     found = split_reference(reference, default_url)
     if found is None:
         fail(
-            f"{redact_url(reference)!r} names a store but no session: write URL#SESSION_ID "
-            "(a session id that starts like a store URL is written as --store URL#ID too)",
+            f"{redact_url(reference)!r} names a store but no session: write URL#SESSION_ID, "
+            "or pass the store as --store URL and the session id alone",
             code=EXIT_USAGE,
         )
         raise AssertionError("unreachable")
@@ -229,7 +235,7 @@ def _print_message(message: Message) -> None:
         label += f" [dim](answers {text(message.tool_call_id)})[/]"
     console.print(label)
     if message.content:
-        console.print(message.content, markup=False)
+        console.print(plain(message.content), markup=False)
     for call in message.tool_calls:
         console.print(f"  → {text(call.name)}({text(call.arguments)}) [dim]{text(call.id)}[/]")
     console.print()

@@ -324,7 +324,9 @@ def redact(location: str) -> str:
     if not sep:
         scheme, rest = "", text
     userinfo, at, hostpart = rest.rpartition("@")
-    if at and ":" in userinfo and "=" not in userinfo.split(":", 1)[0]:
+    # With a scheme, whatever precedes the last "@" is user info, whatever the user name
+    # holds (even "="); without one it may be a keyword DSN, whose "=" marks a keyword.
+    if at and ":" in userinfo and (sep or "=" not in userinfo.split(":", 1)[0]):
         user = userinfo.split(":", 1)[0]
         text = f"{scheme}{sep}{user}:***@{hostpart}"
     return _DSN_PASSWORD.sub(r"\1***", text)

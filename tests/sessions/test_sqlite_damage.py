@@ -179,6 +179,29 @@ def test_every_damaged_copy_fails_cleanly_and_is_never_written(
     assert refused > TRIALS * 0.6  # the fuzz really damages stores
 
 
+def test_a_schema_text_byte_that_is_not_utf8_is_damage(pristine: bytes, tmp_path: Path) -> None:
+    """A byte of the stored CREATE statements made 0xFF: SQLite then quotes text that is not
+    UTF-8 in its error, which the sqlite3 module cannot decode; still damage, named."""
+    import re
+
+    starts = [found.start() for found in re.finditer(rb"CREATE (TABLE|INDEX)", pristine)]
+    assert starts
+    positions = [start + offset for start in starts for offset in range(0, 60, 4)]
+    outcomes: Counter[str] = Counter()
+    for position in positions:
+        path = tmp_path / f"schema-{position}.db"
+        data = bytearray(pristine)
+        data[position] = 0xFF
+        path.write_bytes(bytes(data))
+        try:
+            for operation in [*READS.values(), *WRITES.values()]:
+                outcomes[_run(operation, path, SESSIONS[0])] += 1
+        finally:
+            SQLiteStore(path).close()
+        assert path.read_bytes() == bytes(data) or not _sqlite_sees_damage(path)
+    assert outcomes["CorruptStoreError"] > 0, outcomes
+
+
 def test_a_page_of_another_store_in_the_middle_is_refused(pristine: bytes, tmp_path: Path) -> None:
     # A whole valid-looking page from another file: structure fine, content not ours.
     path = tmp_path / "chat.db"

@@ -35,6 +35,10 @@ from ._sqlite_schema import check_header, damage_hint, header_problem, prepare_s
 
 __all__ = ["BLOCK", "Database", "database_for"]
 
+_DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+"""What a call into ``sqlite3`` raises for the file: its errors, and a message it could not
+decode (SQLite quotes a damaged schema's text, which need not be UTF-8)."""
+
 BLOCK = 1 << 32
 """Message keys per session: key = number * BLOCK + position (from 1)."""
 
@@ -185,7 +189,7 @@ class Database:
         """Translate ``sqlite3`` errors raised inside into aniki errors naming the file."""
         try:
             yield
-        except sqlite3.Error as exc:
+        except _DB_ERRORS as exc:
             self.fail(exc)
         except CorruptStoreError as exc:
             self.damaged(exc)
@@ -235,7 +239,7 @@ class Database:
             f"no write is made to a file found damaged earlier: {found[1]}", store=self.label
         )
 
-    def fail(self, exc: sqlite3.Error) -> NoReturn:
+    def fail(self, exc: sqlite3.Error | UnicodeDecodeError) -> NoReturn:
         """Raise the aniki error for ``exc`` (its cause), remembering damage."""
         error = store_error(exc, self.label, self._timeout, self.path)
         if isinstance(error, CorruptStoreError):
@@ -268,7 +272,7 @@ class Database:
                 if conn is None or self._forks != fork_count():
                     conn = self.conn
                 conn.execute(_APPEND, (low, low + BLOCK, body, now))
-            except sqlite3.Error as exc:
+            except _DB_ERRORS as exc:
                 self.fail(exc)
 
     def append(self, number: int, bodies: list[str], now: float) -> None:
@@ -287,7 +291,7 @@ class Database:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
-            except sqlite3.Error as exc:
+            except _DB_ERRORS as exc:
                 self.fail(exc)
 
     def read_after(
@@ -300,7 +304,7 @@ class Database:
         with self.lock:
             try:
                 rows = self.conn.execute(_READ, (session_id, generation, after, BLOCK)).fetchall()
-            except sqlite3.Error as exc:
+            except _DB_ERRORS as exc:
                 self.fail(exc)
         if not rows:
             return 0, []
@@ -318,7 +322,7 @@ class Database:
         with self.lock:
             try:
                 rows = self.conn.execute(_TAIL, (session_id, BLOCK, limit)).fetchall()
-            except sqlite3.Error as exc:
+            except _DB_ERRORS as exc:
                 self.fail(exc)
         records = [(key, body) for key, body in reversed(rows)]
         self._check_records(records)
@@ -454,8 +458,18 @@ def result_code(exc: sqlite3.Error) -> int | None:
     return next((value for text, value in _TEXT_CODES if text in lowered), code)
 
 
-def store_error(exc: sqlite3.Error, label: str, timeout: float, path: Path) -> StoreError:
+def store_error(
+    exc: sqlite3.Error | UnicodeDecodeError, label: str, timeout: float, path: Path
+) -> StoreError:
     """The aniki error for ``exc``: damage, or the one kind of trouble it is, with advice."""
+    if isinstance(exc, UnicodeDecodeError):
+        # The sqlite3 module decodes SQLite's messages as UTF-8; one quoting a damaged
+        # schema (a flipped byte in its text) cannot be decoded.
+        return CorruptStoreError(
+            "the database file is damaged: SQLite found text that is not UTF-8 in its "
+            f"schema; {damage_hint(path)}",
+            store=label,
+        )
     text = str(exc)
     code = result_code(exc)
     if code == _IOERR:  # a failing disk, or a file cut short: the file's size tells them apart

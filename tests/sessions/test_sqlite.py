@@ -6,6 +6,7 @@ import os
 import signal
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -448,3 +449,31 @@ def test_a_damaged_store_is_not_switched_to_wal(tmp_path: Path) -> None:
     SQLiteStore(path).close()
     assert path.read_bytes() == bytes(data)  # header untouched: still in rollback-journal mode
     assert not Path(f"{path}-wal").exists()
+
+
+def _open_and_append_at(path: str, start: float, number: int) -> None:
+    while time.time() < start:
+        pass
+    SQLiteSession(f"s{number}", path).add_message(Message("user", f"from {number}"))
+
+
+def test_processes_opening_a_new_file_at_once_all_get_in(tmp_path: Path) -> None:
+    """Switching a new file to WAL needs it alone; SQLite answers "locked" at once to the
+    others then, without its busy wait: every opener waits its turn instead."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    for attempt in range(4):
+        path = str(tmp_path / f"new-{attempt}.db")
+        start = time.time() + 1.5
+        workers = [
+            context.Process(target=_open_and_append_at, args=(path, start, number))
+            for number in range(6)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        assert [worker.exitcode for worker in workers] == [0] * 6, attempt
+        infos = SQLiteStore(path).list_sessions()
+        assert sorted(info.id for info in infos) == [f"s{number}" for number in range(6)]

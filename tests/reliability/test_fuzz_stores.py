@@ -321,3 +321,59 @@ def test_an_empty_path_is_refused_at_construction(make: Any) -> None:
 def test_unknown_keyword_arguments_are_type_errors(make: Any, tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         make(tmp_path / "x", durabilty="full")
+
+
+# --- every store's timeout=: the same check, the same bound ---------------------------------
+
+HUGE_TIMEOUTS = [10**400, -(10**400), 2_147_484, 1e10]
+
+
+def _every_store_maker(tmp_path: Path) -> dict[str, Any]:
+    from aniki.sessions import (
+        AsyncPostgresSession,
+        AsyncRedisSession,
+        PostgresSession,
+        RedisSession,
+    )
+
+    from ..servers import postgres_dsn, redis_url
+
+    return {
+        **{name: lambda make=make, **kw: make(tmp_path / "place", **kw)
+           for name, make in LOCAL_MAKERS.items()},
+        "RedisSession": lambda **kw: RedisSession("s", redis_url(), **kw),
+        "AsyncRedisSession": lambda **kw: AsyncRedisSession("s", redis_url(), **kw),
+        "PostgresSession": lambda **kw: PostgresSession("s", postgres_dsn(), **kw),
+        "AsyncPostgresSession": lambda **kw: AsyncPostgresSession("s", postgres_dsn(), **kw),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "timeout", [t for t in BAD_TIMEOUTS if t is not None] + HUGE_TIMEOUTS, ids=repr
+)  # None: the default
+def test_every_store_refuses_a_timeout_it_cannot_keep(timeout: Any, tmp_path: Path) -> None:
+    """Huge values overflowed underneath (a raw OverflowError; on PostgreSQL the shared
+    timer thread died, leaving later calls without a bound): refused at construction, in
+    words that fit on a line whatever the value."""
+    for name, make in _every_store_maker(tmp_path).items():
+        with pytest.raises(UserError, match=r"timeout must be the seconds to wait") as info:
+            make(timeout=timeout)
+        assert len(str(info.value)) < 400, (name, str(info.value)[:500])
+
+
+def test_the_postgres_timer_outlives_a_deadline_beyond_any_clock() -> None:
+    """The thread that ends PostgreSQL calls at their deadline keeps working after a
+    deadline too far for the platform's wait, and restarts if it ever ended."""
+    import threading
+    import time
+
+    from aniki.sessions import _postgres_drive as drive
+
+    watchdog = drive._Watchdog()
+    far = watchdog.arm(time.monotonic() + 1e12, lambda: None)
+    time.sleep(0.3)  # the thread now waits for the far deadline
+    fired = threading.Event()
+    near = watchdog.arm(time.monotonic() + 0.05, fired.set)
+    assert fired.wait(10), "the timer thread stopped"
+    assert watchdog.disarm(near) is True
+    assert watchdog.disarm(far) is False

@@ -207,30 +207,44 @@ def decode_meta(text: str | bytes, *, store: str) -> Any:
         ) from exc
 
 
+MAX_WAIT = 2_147_483.0
+"""The longest wait any timeout may ask for, in seconds (about 24.8 days): what every clock
+below aniki (sockets, locks, the drivers' own timers, in milliseconds as a 32-bit int) can
+take. A larger value overflows somewhere underneath, or stops a shared timer thread."""
+
+
 def check_seconds(
-    value: object, *, name: str, waits_for: str, most: float = math.inf, zero: bool = False
+    value: object, *, name: str, waits_for: str, most: float = MAX_WAIT, zero: bool = False
 ) -> float:
     """``value`` as seconds; a :class:`~aniki.UserError` saying what to pass unless it is a
-    finite number above 0 (or 0 itself when ``zero``) and at most ``most``.
+    finite number above 0 (or 0 itself when ``zero``) and at most ``most`` (by default
+    :data:`MAX_WAIT`).
 
     ``name`` is the argument (``timeout``) and ``waits_for`` what its seconds are spent on,
     both for the error.
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-        or (value == 0 and not zero)
-        or value > most
-    ):
+    seconds = math.nan
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond any float
+            seconds = math.inf
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero) or seconds > most:
         low = "from 0" if zero else "greater than 0"
-        high = f" to {most:.0f}" if math.isfinite(most) else ""
+        high = f" to {most:,.0f}" if math.isfinite(most) else ""
         raise UserError(
             f"{name} must be the seconds to wait for {waits_for}, a finite number {low}{high} "
-            f"such as {name}=10.0; got {value!r}"
+            f"such as {name}=10.0; got {_shown(value)}"
         )
-    return float(value)
+    return seconds
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, but a huge int by its size (its digits can be too many to print)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"an int of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def check_session_id(session_id: object) -> str:

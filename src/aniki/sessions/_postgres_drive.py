@@ -112,13 +112,14 @@ class _Watchdog:
         self._heap: list[tuple[float, int, Alarm, Callable[[], None]]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
+        """Started on first use; started again if it ever ended (after a fork, say)."""
 
     def arm(self, deadline: float, action: Callable[[], None]) -> Alarm:
         entry = Alarm()
         with self._lock:
             first = not self._heap or deadline < self._heap[0][0]
             heapq.heappush(self._heap, (deadline, next(self._order), entry, action))
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._watch, name="aniki-postgres-timeouts", daemon=True
                 )
@@ -144,13 +145,18 @@ class _Watchdog:
                 deadline, _, entry, action = self._heap[0]
                 wait = deadline - time.monotonic()
                 if wait > 0:
-                    self._lock.wait(wait)
+                    # Capped: a wait beyond the platform's longest raises OverflowError,
+                    # which would end this thread and every alarm with it.
+                    self._lock.wait(min(wait, _LONGEST_NAP))
                     continue
                 heapq.heappop(self._heap)
                 entry.pending, entry.fired = False, True
                 with contextlib.suppress(Exception):
                     action()
 
+
+_LONGEST_NAP = 3600.0
+"""The watchdog wakes at least this often (seconds), whatever the next deadline."""
 
 _WATCHDOG = _Watchdog()
 

@@ -345,11 +345,36 @@ async def test_list_prints_good_sessions_and_warns_of_damaged_files(tmp_path: Pa
     chats = tmp_path / "chats"
     FileSession("good", chats).add_message(Message(role="user", content="hi"))
     (chats / "bad.jsonl").write_text("this is not a session file\n")
+    gapped = FileSession("gapped", chats)
+    gapped.add_message(Message(role="user", content="hi"))
+    header, rest = gapped.path.read_bytes().split(b"\n", 1)
+    gapped.path.write_bytes(header + b"\n\n" + rest)  # a blank line: the file reads as damaged
     code, out, err = await run(tmp_path, "sessions", "list", "--store", f"file://{chats}")
     assert code == EXIT_FAILED
-    assert "good" in out
+    assert "good" in out and "gapped" not in out
     warnings = [line for line in err.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1 and "bad.jsonl" in warnings[0]
+    assert len(warnings) == 2, err
+    assert "bad.jsonl" in warnings[0] + warnings[1] and "gapped" in warnings[0] + warnings[1]
+
+
+async def test_list_leaves_out_a_session_it_cannot_read_and_lists_the_rest(
+    tmp_path: Path,
+) -> None:
+    """A damaged record that the listing itself does not read (SQLite counts rows) shows
+    when the command reads the session: that one is left out with a warning."""
+    SQLiteSession("good", path=store_path(tmp_path)).add_message(Message("user", "hi"))
+    SQLiteSession("bad", path=store_path(tmp_path)).add_message(Message("user", "hi"))
+    import sqlite3
+
+    with sqlite3.connect(store_path(tmp_path)) as conn:
+        conn.execute(
+            'UPDATE aniki_messages SET body = \'{"role": "nobody"}\' WHERE key = '
+            "(SELECT MAX(key) FROM aniki_messages)"
+        )
+    code, out, err = await run(tmp_path, "sessions", "list")
+    assert code == EXIT_FAILED, out + err
+    assert "good" in out and "bad" not in out
+    assert "warning: left out of the list" in err
 
 
 # The demo keeps to its own data ------------------------------------------------------------

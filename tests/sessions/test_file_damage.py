@@ -240,6 +240,10 @@ def _directory_with_bad_files(root: Path) -> dict[str, str]:
     damaged = store.session("damaged")
     damaged.add_message(Message("user", "x"))
     damaged.path.write_bytes(damaged.path.read_bytes() + b"{not json}\n")
+    gapped = store.session("gapped")  # a blank line in the middle: a read refuses it
+    gapped.add_messages([Message("user", "1"), Message("user", "2")])
+    header, rest = gapped.path.read_bytes().split(b"\n", 1)
+    gapped.path.write_bytes(header + b"\n\n" + rest)
     (root / "notes.jsonl").write_bytes(b'{"some": "other program"}\n')
     (root / "future.jsonl").write_bytes(
         b'{"aniki":"session","version":99,"id":"future","generation":0}\n{}\n'
@@ -249,6 +253,7 @@ def _directory_with_bad_files(root: Path) -> dict[str, str]:
     (root / "folder.jsonl").mkdir()
     return {
         damaged.path.name: "CorruptStoreError",
+        gapped.path.name: "CorruptStoreError",
         "notes.jsonl": "CorruptStoreError",
         "future.jsonl": "SchemaVersionError",
         copied.name: "CorruptStoreError",

@@ -56,8 +56,8 @@ def sessions() -> None:
 def list_command(store: str | None) -> None:
     """List the sessions of a store: ids, message counts, last update, estimated tokens.
 
-    Files of a directory store that cannot be listed (damaged, foreign) are left out with a
-    warning each, and the command then exits with 1.
+    Sessions that cannot be read (a damaged or foreign file of a directory store, a
+    damaged record) are left out with a warning each, and the command then exits with 1.
     """
     url = store or default_store_url()
     problems: list[StoreError] = []
@@ -66,7 +66,11 @@ def list_command(store: str | None) -> None:
     for column in ("id", "messages", "last update", "~tokens"):
         table.add_column(column, justify="right" if column != "id" else "left")
     for info in infos:
-        tokens = count_tokens(read_messages(url, info.id))
+        try:
+            tokens = count_tokens(read_messages(url, info.id))
+        except StoreError as problem:  # one unreadable session: the others are still listed
+            problems.append(problem)
+            continue
         updated = info.updated_at.strftime("%Y-%m-%d %H:%M:%S") if info.updated_at else "-"
         table.add_row(
             Text(plain(info.id, lines=False)), str(info.message_count), updated, f"{tokens:,}"

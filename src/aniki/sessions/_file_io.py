@@ -246,7 +246,15 @@ def describe(path: Path, *, timeout: float = DEFAULT_TIMEOUT) -> SessionInfo | N
             store=label,
         )
     body = data[data.index(b"\n") + 1 : data.rfind(b"\n") + 1]
-    count = sum(len(decode_messages(line, store=label)) for line in body.split(b"\n") if line)
+    count = 0
+    for number, line in enumerate(body.split(b"\n")[:-1], start=2):
+        if not line:  # what a read refuses, a listing refuses too
+            raise CorruptStoreError(
+                f"the session file is damaged: line {number} is empty, which aniki never "
+                "writes; repair or delete that line, or restore the file from a backup",
+                store=label,
+            )
+        count += len(decode_messages(line, store=label))
     if not count:
         return None
     return SessionInfo(

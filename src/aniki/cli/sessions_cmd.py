@@ -68,8 +68,8 @@ def list_command(store: str | None) -> None:
     for info in infos:
         try:
             tokens = count_tokens(read_messages(url, info.id))
-        except StoreError as problem:  # one unreadable session: the others are still listed
-            problems.append(problem)
+        except StoreError as unreadable:  # one session: the others are still listed
+            problems.append(unreadable)
             continue
         updated = info.updated_at.strftime("%Y-%m-%d %H:%M:%S") if info.updated_at else "-"
         table.add_row(

@@ -485,3 +485,18 @@ def test_an_async_session_refuses_a_second_live_event_loop(prefix: str) -> None:
     first.close()
     assert [m.content for m in asyncio.run(session.get_messages())] == ["one"]
     asyncio.run(session.aclose())
+
+
+@pytest.mark.parametrize("cls", [RedisSession, AsyncRedisSession])
+def test_an_unknown_url_option_is_refused_when_the_session_is_built(cls: type, prefix: str) -> None:
+    """redis-py passes URL options on to its connections unchecked, which raised a raw
+    TypeError on the first call; refused at construction, password hidden."""
+    base = redis_url().replace("redis://", "redis://:Zq9secret@", 1)
+    with pytest.raises(UserError, match=r"unknown option\(s\) \['bogus'\]") as info:
+        cls("s", f"{base}?bogus=1")
+    assert "Zq9" not in str(info.value) and ":***@" in str(info.value)
+    kept = RedisSession("s", f"{redis_url()}?client_name=aniki-t&health_check_interval=5",
+                        prefix=prefix)  # fmt: skip
+    kept.add_message(Message("user", "hi"))
+    assert [m.content for m in kept.get_messages()] == ["hi"]
+    kept.close()

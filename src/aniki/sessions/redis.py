@@ -8,6 +8,7 @@ module only runs their steps against a client.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Iterable
 from datetime import timedelta
@@ -53,17 +54,45 @@ def _client_from_url(url: str, module: Any, retry_class: Any, timeout: float) ->
     # and a hung server would otherwise hold a call for (retries + 1) times as long.
     retry = retry_class(ExponentialBackoff(cap=0.5, base=0.02), _RETRIES, (LostConnection,))
     try:
-        return module.Redis.from_url(
+        client = module.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=retry
         )
     except ValueError:
         pass  # raised below, outside this handler: the parser's error can quote the password
+    else:
+        _check_options(url, client.connection_pool.connection_class)
+        return client
     # The parser's own message is not repeated: it can hold part of a password.
     problem = url_problem(url) or "the Redis client cannot parse it"
     raise UserError(
         f"invalid Redis URL {redact(url)!r}: {problem}; "
         "expected redis://[[user]:password@]host[:port][/db]"
     )
+
+
+def _check_options(url: str, connection_class: type) -> None:
+    """A :class:`UserError` for query options the client would pass on to its connections
+    without knowing them (redis-py then raises a TypeError on first use, not here)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+
+    known = set(URL_QUERY_ARGUMENT_PARSERS)
+    for cls in connection_class.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            known |= set(inspect.signature(init).parameters) - {"self", "args", "kwargs"}
+    try:
+        names = {name for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
+    except ValueError:
+        return  # the client parsed it; its own checks stand
+    unknown = sorted(names - known)
+    if unknown:
+        raise UserError(
+            f"unknown option(s) {unknown} in the Redis URL {redact(url)!r}; options the "
+            "client takes include db, socket_timeout, socket_connect_timeout, "
+            "health_check_interval, max_connections, client_name"
+        )
 
 
 def _settings(

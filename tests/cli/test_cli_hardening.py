@@ -399,6 +399,26 @@ async def test_demo_never_touches_a_users_demo_session(tmp_path: Path) -> None:
     assert len(SQLiteSession("demo-2", path=elsewhere).get_messages()) == 6
     assert "demo-2" in out
 
+    # a session "demo" the user wrote into the demo's own file (ANIKI_STORE pointing there)
+    SQLiteSession("demo", path=own).clear()
+    SQLiteSession("demo", path=own).add_message(Message(role="user", content="chat notes"))
+    code, out, err = await run(tmp_path, "demo")
+    assert code == 0, err
+    assert [m.content for m in SQLiteSession("demo", path=own).get_messages()] == ["chat notes"]
+    assert len(SQLiteSession("demo-2", path=own).get_messages()) == 6
+    code, out, err = await run(tmp_path, "demo")  # its own session is redone, nothing else
+    assert code == 0, err
+    assert [m.content for m in SQLiteSession("demo", path=own).get_messages()] == ["chat notes"]
+    assert len(SQLiteSession("demo-2", path=own).get_messages()) == 6
+    assert SQLiteSession("demo-3", path=own).get_messages() == ()
+
+
+async def test_rm_without_a_terminal_wants_yes(tmp_path: Path) -> None:
+    SQLiteSession("keep", path=store_path(tmp_path)).add_message(Message("user", "hi"))
+    code, _, err = await run(tmp_path, "sessions", "rm", "keep")
+    assert code == EXIT_USAGE and "--yes" in err
+    assert stored(tmp_path, "keep") == [("user", "hi")]
+
 
 # Hints speak the command's language --------------------------------------------------------
 

@@ -34,6 +34,8 @@ __all__ = ["demo"]
 
 SESSION_ID = "demo"
 OWN_STORE = "demo.db"
+DEMO_MARK = "aniki.demo"
+"""Meta key marking a session the demo wrote, the only kind it ever clears."""
 """The demo's own SQLite file in the data directory: no other command writes to it."""
 BUDGET = 400
 
@@ -156,9 +158,11 @@ def demo(
     if store is None:
         # The demo's own file: its session "demo" is the previous run's, so it starts afresh.
         url = f"sqlite:///{data_dir() / OWN_STORE}"
-        session_id = SESSION_ID
-        session = open_store_session(url, session_id)
+        # The first of demo, demo-2, ... that is empty or the demo's own: a session a user
+        # wrote there (ANIKI_STORE pointing at this file) is left alone.
+        session = open_store_session(url, _unused_id(url, own=True))
         session.clear()
+        session.set_meta(DEMO_MARK, True)
         console.print(f"[dim]the demo keeps its conversation in its own store, {shown_url(url)}[/]")
     else:
         # A store the user named: never clear anything there, take an id nobody uses yet.
@@ -171,11 +175,14 @@ def demo(
     asyncio.run(_tour(provider, str(model), url, session, live=live))
 
 
-def _unused_id(url: str) -> str:
+def _unused_id(url: str, *, own: bool = False) -> str:
+    """The first of demo, demo-2, ... holding nothing (or, with ``own``, written by the demo)."""
     number = 1
     while True:
         session_id = SESSION_ID if number == 1 else f"{SESSION_ID}-{number}"
-        if not read_messages(url, session_id):
+        if not read_messages(url, session_id):  # an empty one may be cleared: nothing is lost
+            return session_id
+        if own and open_store_session(url, session_id).get_meta(DEMO_MARK) is not None:
             return session_id
         number += 1
 

@@ -175,7 +175,13 @@ def rm_command(session_id: str, store: str | None, yes: bool) -> None:
     """Delete a session's history."""
     url, session_id = _reference(session_id, store or default_store_url())
     count = len(_existing(url, session_id))
-    if not yes and sys.stdin.isatty():
+    if not yes:
+        if not sys.stdin.isatty():
+            fail(
+                f"not deleting the {count} messages of {session_id!r} without a confirmation",
+                code=EXIT_USAGE,
+                hint="pass --yes to delete from a script (no terminal to ask on)",
+            )
         click.confirm(f"delete {count} messages of {session_id!r}?", abort=True)
     replace_messages(url, session_id, [])
     console.print(f"deleted {text(repr(session_id))} ({count} messages)")

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
         TokenBudgetSession,
         WindowedSession,
         open_session,
+        open_store,
     )
 
 __version__ = "0.1.0"
@@ -136,6 +137,7 @@ __all__ = [
     "ValidationError",
     "WindowedSession",
     "open_session",
+    "open_store",
     "tool",
 ]
 
@@ -154,6 +156,7 @@ _LAZY = {
     "TokenBudgetSession",
     "WindowedSession",
     "open_session",
+    "open_store",
 }
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .redis import AsyncRedisSession, RedisSession
     from .sqlite import SQLiteSession, SQLiteStore
     from .sqlite_async import AsyncSQLiteSession
+    from .store import AsyncSessionStore, SessionStore, open_store
     from .summarizing import SummarizingSession
     from .url import list_sessions, open_session
     from .windowed import WindowedSession
@@ -36,6 +37,7 @@ __all__ = [
     "AsyncRedisSession",
     "AsyncSQLiteSession",
     "AsyncSession",
+    "AsyncSessionStore",
     "DecryptionError",
     "Durability",
     "EncryptedSession",
@@ -48,12 +50,14 @@ __all__ = [
     "SQLiteStore",
     "Session",
     "SessionInfo",
+    "SessionStore",
     "SummarizingSession",
     "Summary",
     "TokenBudgetSession",
     "WindowedSession",
     "list_sessions",
     "open_session",
+    "open_store",
 ]
 
 # --- lazily imported stores ----------------------------------------------------------------
@@ -66,6 +70,7 @@ _LAZY: dict[str, str] = {
     "AsyncPostgresSession": ".postgres",
     "AsyncRedisSession": ".redis",
     "AsyncSQLiteSession": ".sqlite_async",
+    "AsyncSessionStore": ".store",
     "DecryptionError": ".encrypted",
     "Durability": "._codec",
     "EncryptedSession": ".encrypted",
@@ -75,12 +80,14 @@ _LAZY: dict[str, str] = {
     "RedisSession": ".redis",
     "SQLiteSession": ".sqlite",
     "SQLiteStore": ".sqlite",
+    "SessionStore": ".store",
     "Summary": "._summary",
     "SummarizingSession": ".summarizing",
     "TokenBudgetSession": ".budget",
     "WindowedSession": ".windowed",
     "list_sessions": ".url",
     "open_session": ".url",
+    "open_store": ".store",
 }
 
 

@@ -254,7 +254,9 @@ def _build_wheel_once(python: Path, log: IO[str]) -> Path:
     # Built aside and moved in whole, so an interrupted build never looks like a cached wheel.
     with tempfile.TemporaryDirectory(dir=wheel_dir(), prefix=".build-") as scratch:
         _run(
-            [python, "-m", "pip", "wheel", "--no-deps", "-w", scratch,
+            # --no-cache-dir: pip's own cache of built wheels is keyed by the source, not by
+            # CMAKE_ARGS, and would hand back a wheel built for other CPU features.
+            [python, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "-w", scratch,
              f"llama-cpp-python=={LLAMA_CPP_VERSION}"],
             log,
             timeout=BUILD_TIMEOUT,
@@ -271,7 +273,9 @@ def _build_wheel_once(python: Path, log: IO[str]) -> Path:
 
 _SMOKE = (
     "import sys; from llama_cpp import Llama; "
-    "Llama(model_path=sys.argv[1], n_ctx=64, verbose=False)('Hi', max_tokens=1)"
+    "Llama(model_path=sys.argv[1], n_ctx=256, n_threads=2, verbose=False)"
+    "('Say hello to the person who asked, and tell them the weather in Oslo today. ' * 4,"
+    " max_tokens=4)"
 )
 
 

@@ -25,7 +25,7 @@ __all__ = ["ContextReport", "ContextTokens"]
 
 logger = logging.getLogger("aniki.context")
 
-_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"  # aniki.sessions._summary's
+_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"  # aniki.sessions.policies._summary's
 
 
 @dataclass(frozen=True, slots=True)

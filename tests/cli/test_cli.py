@@ -141,10 +141,15 @@ async def test_expected_failures_are_readable(
 
 
 def _controlling_terminal() -> None:
-    """In the child: a new session whose controlling terminal is the pty on stdin."""
+    """In the child: a new session whose controlling terminal is the pty on stdin, with
+    Ctrl-C's signal handled as in a terminal's shell. A test run started in the background
+    by a script inherits SIGINT ignored (as every background job of a non-interactive shell
+    does), and Python keeps an ignored SIGINT ignored: Ctrl-C would do nothing."""
     import fcntl
+    import signal
     import termios
 
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aniki import Message
-from aniki.sessions._select import cut_points, select_start, unit_cost
+from aniki.sessions.policies._select import cut_points, select_start, unit_cost
 
 from .histories import (
     allowed,

@@ -8,12 +8,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from aniki.sessions.summarizing import SummarizingSession
 
 from aniki import Agent, Message, Runner, UserError
 from aniki.sessions import InMemorySession
-from aniki.sessions._summary import SUMMARY_KEY, summary_message
+from aniki.sessions.policies._summary import SUMMARY_KEY, summary_message
 from aniki.sessions.sqlite import SQLiteSession
-from aniki.sessions.summarizing import SummarizingSession
 from aniki.testing import MockProvider
 from aniki.tokens import EstimatingCounter
 

@@ -23,8 +23,8 @@ import pytest
 from aniki import Agent, InMemorySession, Message
 from aniki.providers.base import ModelRequest, ModelResponse
 from aniki.sessions import PostgresSession, RedisSession, SQLiteSession, SummarizingSession
-from aniki.sessions._summary import CLAIM_KEY as CLAIM
-from aniki.sessions._summary import Summary
+from aniki.sessions.policies._summary import CLAIM_KEY as CLAIM
+from aniki.sessions.policies._summary import Summary
 from tests.servers import (
     delete_redis_prefix,
     drop_postgres_tables,

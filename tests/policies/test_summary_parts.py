@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aniki import Message
-from aniki.sessions._select import cut_points
-from aniki.sessions._summary import (
+from aniki.sessions.policies._select import cut_points
+from aniki.sessions.policies._summary import (
     Summary,
     chunk_ends,
     fit_text,

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from aniki import Agent, EncryptedSession, Message, Runner, WindowedSession, tool
-from aniki.sessions import _postgres_core, _redis_core, _redis_scripts
 from aniki.sessions.budget import TokenBudgetSession
 from aniki.sessions.summarizing import SummarizingSession
+
+from aniki import Agent, EncryptedSession, Message, Runner, WindowedSession, tool
+from aniki.sessions.postgres import _core as _postgres_core
+from aniki.sessions.redis import _core as _redis_core
+from aniki.sessions.redis import _scripts as _redis_scripts
 from aniki.testing import MockProvider
 from aniki.tokens import EstimatingCounter
 

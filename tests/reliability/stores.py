@@ -24,7 +24,7 @@ from aniki.sessions import (
     SQLiteSession,
     SQLiteStore,
 )
-from aniki.sessions._redis_core import RedisCore
+from aniki.sessions.redis._core import RedisCore
 
 from ..servers import postgres_dsn, redis_url, unique_name
 from ..sessions.stores import Opener

@@ -28,8 +28,8 @@ from aniki import InMemorySession, Message, UserError, ValidationError
 from aniki.messages import to_message
 from aniki.sessions import FileSession, FileStore, SQLiteSession, SQLiteStore
 from aniki.sessions._codec import MAX_ID_LENGTH
-from aniki.sessions._postgres_sql import check_table
-from aniki.sessions._redis_core import RedisCore
+from aniki.sessions.postgres._sql import check_table
+from aniki.sessions.redis._core import RedisCore
 
 from .hostile import HOSTILE_IDS, hostile_text, message_dicts, session_ids, valid_messages
 from .stores import Store
@@ -367,7 +367,7 @@ def test_the_postgres_timer_outlives_a_deadline_beyond_any_clock() -> None:
     import threading
     import time
 
-    from aniki.sessions import _postgres_drive as drive
+    from aniki.sessions.postgres import _drive as drive
 
     watchdog = drive._Watchdog()
     far = watchdog.arm(time.monotonic() + 1e12, lambda: None)

@@ -32,11 +32,11 @@ from aniki.sessions import (
     SummarizingSession,
     TokenBudgetSession,
     WindowedSession,
-    _sqlite_db,
 )
-from aniki.sessions import file as file_module
 from aniki.sessions._lanes import LANES
-from aniki.sessions._summary import SUMMARY_KEY
+from aniki.sessions.file import session as file_module
+from aniki.sessions.policies._summary import SUMMARY_KEY
+from aniki.sessions.sqlite import _db as _sqlite_db
 from aniki.testing import MockProvider
 from aniki.tokens import EstimatingCounter
 

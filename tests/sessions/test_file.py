@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from aniki import CorruptStoreError, Message, SchemaVersionError, UserError
-from aniki.sessions import FileSession, FileStore, file
-from aniki.sessions._file_format import file_stem, header
+from aniki.sessions import FileSession, FileStore
+from aniki.sessions.file import session as file
+from aniki.sessions.file._format import file_stem, header
 
 
 def _user(text: str) -> Message:

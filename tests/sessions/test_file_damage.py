@@ -26,7 +26,7 @@ import pytest
 
 from aniki import AnikiError, CorruptStoreError, Message, SchemaVersionError, StoreError, ToolCall
 from aniki.sessions import FileSession, FileStore
-from aniki.sessions._file_format import file_stem
+from aniki.sessions.file._format import file_stem
 
 TRIALS = 300
 SESSION = "conversation"

@@ -15,8 +15,9 @@ import pytest
 from psycopg import sql
 
 from aniki import Message, SchemaVersionError, StoreError, StoreUnavailableError, UserError
-from aniki.sessions import _postgres_core, _postgres_sql
 from aniki.sessions.postgres import AsyncPostgresSession, PostgresSession
+from aniki.sessions.postgres import _core as _postgres_core
+from aniki.sessions.postgres import _sql as _postgres_sql
 from aniki.testing.conformance import SessionConformance, SessionFactory
 
 from ..servers import drop_postgres_tables, postgres_dsn, unique_name

@@ -14,8 +14,8 @@ import pytest
 import redis as redis_module
 
 from aniki import CorruptStoreError, Message, SchemaVersionError, StoreUnavailableError, UserError
-from aniki.sessions import _redis_core
 from aniki.sessions.redis import AsyncRedisSession, RedisSession
+from aniki.sessions.redis import _core as _redis_core
 from aniki.testing.conformance import SessionConformance, SessionFactory
 
 from ..servers import delete_redis_prefix, redis_url, unique_name

@@ -19,9 +19,10 @@ from aniki import (
     StoreUnavailableError,
     UserError,
 )
-from aniki.sessions import SQLiteSession, SQLiteStore, sqlite
-from aniki.sessions import _sqlite_db as db_module
-from aniki.sessions import _sqlite_schema as schema_module
+from aniki.sessions import SQLiteSession, SQLiteStore
+from aniki.sessions.sqlite import _db as db_module
+from aniki.sessions.sqlite import _schema as schema_module
+from aniki.sessions.sqlite import session as sqlite
 
 
 def _user(text: str) -> Message:
@@ -331,7 +332,7 @@ def test_each_durability_sets_the_matching_synchronous_mode(
 def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import aniki.sessions.sqlite as sqlite_module
+    import aniki.sessions.sqlite.session as sqlite_module
 
     path = tmp_path / "tail.db"
     writer = SQLiteSession("long", path=path)

@@ -36,9 +36,9 @@ __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
 
 def blocks(session: Any) -> bool:
     """Whether ``session``'s calls may block on I/O, and so should leave the event loop."""
-    from ..sessions._policy import SuffixPolicy
     from ..sessions.encrypted import EncryptedSession
     from ..sessions.memory import InMemorySession
+    from ..sessions.policies._policy import SuffixPolicy
 
     for _ in range(64):  # wrappers of wrappers; a cycle is not a store
         if type(session) is InMemorySession:  # a subclass may add I/O
@@ -65,7 +65,7 @@ def _append_now(session: Any, batch: list[Message]) -> Any:
     add_many = getattr(session, "add_messages", None)
     if add_many is not None:
         return add_many(batch)
-    from ..sessions._policy import add_each
+    from ..sessions.policies._policy import add_each
 
     return add_each(session, batch)
 

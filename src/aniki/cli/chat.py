@@ -148,11 +148,11 @@ def chat(
     stored = open_store_session(url, session_id)
     session: Any = stored
     if window is not None:
-        from ..sessions.windowed import WindowedSession
+        from ..sessions.policies.windowed import WindowedSession
 
         session = WindowedSession(stored, window)
     elif max_tokens is not None:
-        from ..sessions.budget import TokenBudgetSession
+        from ..sessions.policies.budget import TokenBudgetSession
 
         session = TokenBudgetSession(stored, max_tokens, model=model)
     agent = Agent("chat", system, model=str(model), provider=provider, session=session)

@@ -20,8 +20,8 @@ from ..messages import Message
 from ..providers.base import ModelRequest, Provider
 from ..runner import Runner
 from ..sessions._codec import redact
-from ..sessions.budget import TokenBudgetSession
 from ..sessions.memory import InMemorySession
+from ..sessions.policies.budget import TokenBudgetSession
 from ..testing.mock import MockProvider, MockReply
 from ..tokens import count_tokens
 from ..tools import tool

@@ -39,8 +39,8 @@ from typing import Any, Generic, TypeVar, overload
 from ..errors import StoreError, UserError, ValidationError
 from ..messages import Message, MessageLike, ToolCall, to_message, to_messages
 from ._codec import check_limit, encode_meta
-from ._policy import accepts_limit, add_each
 from .base import AsyncSession, Session
+from .policies._policy import accepts_limit, add_each
 
 __all__ = ["AlteredDataError", "DecryptionError", "EncryptedSession"]
 

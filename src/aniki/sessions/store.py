@@ -311,8 +311,8 @@ class _LocalBackend(_Backend):
 
 class _RedisBackend(_Backend):
     def __init__(self, url: str, asynchronous: bool) -> None:
-        from . import redis as module
-        from ._redis_core import DEFAULT_TIMEOUT, check_url, import_redis
+        from .redis import session as module
+        from .redis._core import DEFAULT_TIMEOUT, check_url, import_redis
 
         redis = import_redis()
         check_url(url)
@@ -347,8 +347,8 @@ class _RedisBackend(_Backend):
 
 class _PostgresBackend(_Backend):
     def __init__(self, url: str, asynchronous: bool, max_connections: int) -> None:
-        from . import postgres as module
-        from ._postgres_core import import_psycopg
+        from .postgres import session as module
+        from .postgres._core import import_psycopg
 
         import_psycopg()
         try:

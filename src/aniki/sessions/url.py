@@ -41,10 +41,10 @@ __all__ = ["list_sessions", "open_session"]
 
 # scheme -> (module, sync class, async class); the module is imported on first use.
 _REMOTE: dict[str, tuple[str, str, str]] = {
-    "redis": ("aniki.sessions.redis", "RedisSession", "AsyncRedisSession"),
-    "rediss": ("aniki.sessions.redis", "RedisSession", "AsyncRedisSession"),
-    "postgresql": ("aniki.sessions.postgres", "PostgresSession", "AsyncPostgresSession"),
-    "postgres": ("aniki.sessions.postgres", "PostgresSession", "AsyncPostgresSession"),
+    "redis": ("aniki.sessions.redis.session", "RedisSession", "AsyncRedisSession"),
+    "rediss": ("aniki.sessions.redis.session", "RedisSession", "AsyncRedisSession"),
+    "postgresql": ("aniki.sessions.postgres.session", "PostgresSession", "AsyncPostgresSession"),
+    "postgres": ("aniki.sessions.postgres.session", "PostgresSession", "AsyncPostgresSession"),
 }
 _SCHEMES = ("memory:", "sqlite:///", "file:///", "redis://", "rediss://", "postgresql://")
 
@@ -82,11 +82,11 @@ def open_session(url: str, id: str, *, asynchronous: bool = False) -> Session | 
 
 def _async_twin(local: Session) -> AsyncSession:
     """The async twin of a local store's session, on the same store and settings."""
-    from .file import FileSession
-    from .file_async import AsyncFileSession
+    from .file.aio import AsyncFileSession
+    from .file.session import FileSession
     from .memory_async import AsyncInMemorySession
-    from .sqlite import SQLiteSession
-    from .sqlite_async import AsyncSQLiteSession
+    from .sqlite.aio import AsyncSQLiteSession
+    from .sqlite.session import SQLiteSession
 
     if isinstance(local, SQLiteSession):
         return AsyncSQLiteSession._of(local)
@@ -200,13 +200,13 @@ def _local_store(scheme: str, url: str) -> Any:
                 f"a SQLite URL is sqlite:///relative/path.db or sqlite:////absolute/path.db, "
                 f"got {redact(url)!r}"
             )
-        from .sqlite import SQLiteStore
+        from .sqlite.session import SQLiteStore
 
         _no_more(url, options, ("durability", "timeout"))
         return SQLiteStore(
             unquote(rest[3:]), timeout=_timeout(url, options), **_durability(options)
         )
-    from .file import FileStore
+    from .file.session import FileStore
 
     _no_more(url, options, ("durability", "timeout"))
     return FileStore(_file_path(url, rest), timeout=_timeout(url, options), **_durability(options))

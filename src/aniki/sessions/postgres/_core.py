@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, TypeVar
 
-from ..errors import SchemaVersionError, StoreError, StoreUnavailableError, UserError
-from ..messages import Message
-from ._codec import (
+from ...errors import SchemaVersionError, StoreError, StoreUnavailableError, UserError
+from ...messages import Message
+from .._codec import (
     SCHEMA_VERSION,
     check_meta_key,
     check_seconds,
@@ -33,10 +33,10 @@ from ._codec import (
     encode_message,
     encode_meta,
 )
-from ._history_cache import HistoryCache, unfused
-from ._postgres_sql import check_table, statements
-from .base import SessionInfo
-from .memory import meta_json
+from .._history_cache import HistoryCache, unfused
+from ..base import SessionInfo
+from ..memory import meta_json
+from ._sql import check_table, statements
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -1,4 +1,5 @@
-"""File helpers for :mod:`aniki.sessions.file`: locks, whole writes, torn tails, meta files."""
+"""File helpers for :mod:`aniki.sessions.file.session`: locks, whole writes, torn tails,
+meta files."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import CorruptStoreError, StoreUnavailableError, UserError
-from ._codec import decode_messages
-from ._file_format import DATA_SUFFIX, HEADER_READ, file_stem, header_id
-from .base import SessionInfo
+from ...errors import CorruptStoreError, StoreUnavailableError, UserError
+from .._codec import decode_messages
+from ..base import SessionInfo
+from ._format import DATA_SUFFIX, HEADER_READ, file_stem, header_id
 
 T = TypeVar("T")
 

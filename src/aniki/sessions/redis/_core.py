@@ -34,16 +34,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-from ..errors import (
+from ...errors import (
     CorruptStoreError,
     SchemaVersionError,
     StoreError,
     StoreUnavailableError,
     UserError,
 )
-from ..messages import Message
-from . import _redis_scripts as scripts
-from ._codec import (
+from ...messages import Message
+from .._codec import (
     SCHEMA_VERSION,
     check_meta_key,
     check_seconds,
@@ -55,10 +54,11 @@ from ._codec import (
     redact,
     url_problem,
 )
-from ._history_cache import HistoryCache, unfused
-from ._redis_scripts import Script
-from .base import SessionInfo
-from .memory import meta_json
+from .._history_cache import HistoryCache, unfused
+from ..base import SessionInfo
+from ..memory import meta_json
+from . import _scripts as scripts
+from ._scripts import Script
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..messages import Message
+from ...messages import Message
 
 __all__ = ["Cost", "cut_points", "select_start", "unit_cost"]
 

@@ -12,10 +12,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..messages import MessageLike
-from ._codec import Durability, to_messages
-from ._offload import Offloaded
-from .sqlite import SQLiteSession
+from ...messages import MessageLike
+from .._codec import Durability, to_messages
+from .._offload import Offloaded
+from .session import SQLiteSession
 
 __all__ = ["AsyncSQLiteSession"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..messages import Message
+from ...messages import Message
 from ._policy import SessionT, SuffixPolicy, check_positive, check_trim_to
 from ._select import unit_cost
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..messages import Message
-from ..tokens import TokenCounter, counter_for_model
+from ...messages import Message
+from ...tokens import TokenCounter, counter_for_model
 from ._policy import SessionT, SuffixPolicy, check_positive, check_trim_to
 
 __all__ = ["TokenBudgetSession"]

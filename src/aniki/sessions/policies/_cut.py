@@ -3,7 +3,7 @@
 A stepped window keeps its start while the view from there fits the limit, so between two
 cuts every request's history is the previous one plus what was appended: a prompt cache
 serves all of it. When the view outgrows the limit, the cut moves once, to the first valid
-start that leaves at most ``trim_to`` (:func:`~aniki.sessions._select.select_start` with
+start that leaves at most ``trim_to`` (:func:`~aniki.sessions.policies._select.select_start` with
 ``trim_to``), and stays there again.
 
 A cut is derived state, kept in the store's per-session meta as a :class:`CutRecord`: the
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..messages import Message
+from ...messages import Message
 from ._select import Cost, select_start
 from ._summary import message_digest
 
@@ -57,7 +57,7 @@ class CutRecord:
     """A cut as stored in meta: enough to find its place in any recent window."""
 
     first: str
-    """:func:`~aniki.sessions._summary.message_digest` of the view's first message."""
+    """:func:`~aniki.sessions.policies._summary.message_digest` of the view's first message."""
     first_role: str
     """Its role (a cheap first check before hashing)."""
     first_size: int

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UserError
+from ...errors import UserError
 
 __all__ = ["MAX_TABLE_LENGTH", "Statements", "check_table", "statements"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._codec import Durability
-from ._file_io import DEFAULT_TIMEOUT
-from ._offload import Offloaded
-from .file import FileSession
+from .._codec import Durability
+from .._offload import Offloaded
+from ._io import DEFAULT_TIMEOUT
+from .session import FileSession
 
 __all__ = ["AsyncFileSession"]
 

@@ -8,7 +8,7 @@ depending on what the inner store returned. Stores that offer ``get_messages(lim
 asked only for the recent window, so a read costs about the size of what it keeps, not of the
 history.
 
-Where the view starts (its cut) is chosen by :mod:`aniki.sessions._cut`; this module keeps
+Where the view starts (its cut) is chosen by :mod:`aniki.sessions.policies._cut`; this module keeps
 the cut in the inner store's per-session meta (``get_meta`` / ``set_meta``) under a key that
 names the policy and its limits, so two policies over one store never disturb each other,
 and in memory over a store without meta.
@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable,
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, overload
 
-from ..errors import UserError
-from ..messages import Message, MessageLike, to_message
+from ...errors import UserError
+from ...messages import Message, MessageLike, to_message
+from ..base import AsyncSession, Session
 from ._cut import Anchor, CutRecord, Found, Placement, place
-from .base import AsyncSession, Session
 
 __all__ = [
     "MetaGet",

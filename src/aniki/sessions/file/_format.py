@@ -25,8 +25,8 @@ import hashlib
 import json
 from typing import Any
 
-from ..errors import CorruptStoreError, SchemaVersionError
-from ._codec import SCHEMA_VERSION
+from ...errors import CorruptStoreError, SchemaVersionError
+from .._codec import SCHEMA_VERSION
 
 __all__ = [
     "DATA_SUFFIX",

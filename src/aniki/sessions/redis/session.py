@@ -15,10 +15,11 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ..errors import UserError
-from ..messages import Message, MessageLike, to_message
-from ._codec import check_limit, redact, to_messages, url_problem
-from ._redis_core import (
+from ...errors import UserError
+from ...messages import Message, MessageLike, to_message
+from .._codec import check_limit, redact, to_messages, url_problem
+from ..base import SessionInfo
+from ._core import (
     DEFAULT_TIMEOUT,
     DEFAULT_URL,
     Eval,
@@ -30,7 +31,6 @@ from ._redis_core import (
     import_redis,
     translate,
 )
-from .base import SessionInfo
 
 if TYPE_CHECKING:
     import redis

@@ -1,6 +1,6 @@
 """The pure parts of summarizing: the stored record, the summarizer's request, chunking.
 
-No I/O here; :mod:`aniki.sessions.summarizing` does the reading, writing and model calls.
+No I/O here; :mod:`aniki.sessions.policies.summarizing` does the reading, writing and model calls.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..messages import Message
+from ...messages import Message
 from ._select import Cost, cut_points
 
 __all__ = [

@@ -1,9 +1,9 @@
 """Claims on making a session's next summary, so that many readers make it once.
 
-A claim is a :class:`~aniki.sessions._summary.Claim` record in the store's per-session meta,
-taken and given back with the store's compare-and-swap (``_swap_meta``). Its holder renews it
-while it works; a reader that finds a live claim waits until it is given back, renewed or
-lapsed, then reads the history again (and finds the new summary).
+A claim is a :class:`~aniki.sessions.policies._summary.Claim` record in the store's
+per-session meta, taken and given back with the store's compare-and-swap (``_swap_meta``).
+Its holder renews it while it works; a reader that finds a live claim waits until it is
+given back, renewed or lapsed, then reads the history again (and finds the new summary).
 """
 
 from __future__ import annotations

@@ -29,10 +29,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
 
-from ..errors import CorruptStoreError, StoreError, StoreUnavailableError
-from ._codec import Durability
-from ._fork import count as fork_count
-from ._sqlite_schema import check_header, damage_hint, header_problem, prepare_schema
+from ...errors import CorruptStoreError, StoreError, StoreUnavailableError
+from .._codec import Durability
+from .._fork import count as fork_count
+from ._schema import check_header, damage_hint, header_problem, prepare_schema
 
 __all__ = ["BLOCK", "Database", "database_for"]
 

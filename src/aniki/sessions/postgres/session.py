@@ -17,10 +17,11 @@ from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import UserError
-from ..messages import Message, MessageLike, to_message
-from ._codec import check_limit, redact, to_messages
-from ._postgres_core import (
+from ...errors import UserError
+from ...messages import Message, MessageLike, to_message
+from .._codec import check_limit, redact, to_messages
+from ..base import SessionInfo
+from ._core import (
     DEFAULT_TIMEOUT,
     Flow,
     PostgresCore,
@@ -28,8 +29,7 @@ from ._postgres_core import (
     import_psycopg,
     translate,
 )
-from ._postgres_drive import Alarm, adrive, arm, borrow_autocommit, disarm, drive
-from .base import SessionInfo
+from ._drive import Alarm, adrive, arm, borrow_autocommit, disarm, drive
 
 if TYPE_CHECKING:
     import psycopg

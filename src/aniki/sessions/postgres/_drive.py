@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._postgres_core import Flow, Query
+from ._core import Flow, Query
 
 if TYPE_CHECKING:
     import psycopg

@@ -35,9 +35,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import CorruptStoreError, StoreError, StoreUnavailableError, UserError
-from ..messages import Message, MessageLike
-from ._codec import (
+from ...errors import CorruptStoreError, StoreError, StoreUnavailableError, UserError
+from ...messages import Message, MessageLike
+from .._codec import (
     Durability,
     check_durability,
     check_limit,
@@ -51,7 +51,10 @@ from ._codec import (
     encode_meta,
     to_messages,
 )
-from ._file_format import (
+from .._fork import count as fork_count
+from ..base import SessionInfo
+from ..memory import meta_json
+from ._format import (
     DATA_SUFFIX,
     HEADER_READ,
     META_SUFFIX,
@@ -59,7 +62,7 @@ from ._file_format import (
     header,
     parse_header,
 )
-from ._file_io import (
+from ._io import (
     DEFAULT_TIMEOUT,
     EPOCH,
     describe,
@@ -74,9 +77,6 @@ from ._file_io import (
     unlock,
     write_at,
 )
-from ._fork import count as fork_count
-from .base import SessionInfo
-from .memory import meta_json
 
 __all__ = ["FileSession", "FileStore"]
 

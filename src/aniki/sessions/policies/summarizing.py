@@ -8,10 +8,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._run import session_io
-from ..errors import UserError
-from ..messages import Message, MessageLike, to_message
-from ..tokens import TokenCounter, counter_for_model
+from ..._run import session_io
+from ...errors import UserError
+from ...messages import Message, MessageLike, to_message
+from ...tokens import TokenCounter, counter_for_model
+from ..base import AsyncSession, Session
+from ..memory import InMemorySession
 from ._policy import ReadInfo, accepts_limit, check_positive, check_session
 from ._select import select_start
 from ._summary import (
@@ -24,11 +26,9 @@ from ._summary import (
     summary_message,
 )
 from ._summary_claim import Claims, Lease
-from .base import AsyncSession, Session
-from .memory import InMemorySession
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...agent import Agent
 
 __all__ = ["SummarizingSession"]
 
@@ -379,7 +379,7 @@ class SummarizingSession:
         return summary, tail[done:], True
 
     async def _summarize(self, previous: str | None, messages: Sequence[Message]) -> str:
-        from ..runner import Runner  # imported here: the runner imports the sessions package
+        from ...runner import Runner  # imported here: the runner imports the sessions package
 
         words = max(self.summary_tokens * 3 // 5, 10)
         request = render_request(self.prompt, previous, messages, words)

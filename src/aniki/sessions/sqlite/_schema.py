@@ -21,7 +21,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ..errors import CorruptStoreError, SchemaVersionError, StoreError, StoreUnavailableError
+from ...errors import CorruptStoreError, SchemaVersionError, StoreError, StoreUnavailableError
 
 __all__ = [
     "APPLICATION_ID",

@@ -39,9 +39,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import CorruptStoreError, UserError
-from ..messages import Message, MessageLike, to_message
-from ._codec import (
+from ...errors import CorruptStoreError, UserError
+from ...messages import Message, MessageLike, to_message
+from .._codec import (
     Durability,
     check_durability,
     check_limit,
@@ -55,9 +55,9 @@ from ._codec import (
     encode_meta,
     to_messages,
 )
-from ._sqlite_db import Database, database_for
-from .base import SessionInfo
-from .memory import meta_json
+from ..base import SessionInfo
+from ..memory import meta_json
+from ._db import Database, database_for
 
 __all__ = ["SQLiteSession", "SQLiteStore"]
 

@@ -1,0 +1,16 @@
+"""History policies: views of a session that bound what is sent to the model.
+
+- ``windowed.py``: :class:`WindowedSession`, the last messages
+- ``budget.py``: :class:`TokenBudgetSession`, the last tokens
+- ``summarizing.py``: :class:`SummarizingSession`, a summary and the recent messages
+- ``_policy.py``, ``_select.py``, ``_cut.py``: what they share: valid starts (never
+  splitting a tool call from its result), the stepped cut kept in the session's meta
+- ``_summary.py``, ``_summary_claim.py``: stored summaries, and one summarizer per crossing
+"""
+
+from ._summary import Summary
+from .budget import TokenBudgetSession
+from .summarizing import SummarizingSession
+from .windowed import WindowedSession
+
+__all__ = ["Summary", "SummarizingSession", "TokenBudgetSession", "WindowedSession"]

@@ -32,10 +32,8 @@ from typing import Any
 from aniki import Agent, Message, MessageLike, Runner, tool
 from aniki.providers.base import ModelRequest, ModelResponse
 from aniki.sessions import InMemorySession
-from aniki.sessions.budget import TokenBudgetSession
+from aniki.sessions.policies import SummarizingSession, TokenBudgetSession, WindowedSession
 from aniki.sessions.sqlite import SQLiteSession
-from aniki.sessions.summarizing import SummarizingSession
-from aniki.sessions.windowed import WindowedSession
 from aniki.testing import MockProvider
 from aniki.tokens import counter_for_model
 

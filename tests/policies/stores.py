@@ -130,16 +130,14 @@ def make_store(kind: str, tmp_path: Path) -> Store:
     if kind == "plain":
         return Store(kind, PlainSession, persistent=False, has_meta=False)
     if kind in ("sqlite", "async_sqlite"):
-        from aniki.sessions.sqlite import SQLiteSession
-        from aniki.sessions.sqlite_async import AsyncSQLiteSession
+        from aniki.sessions.sqlite import AsyncSQLiteSession, SQLiteSession
 
         db = tmp_path / "policies.db"
         lite = SQLiteSession if kind == "sqlite" else AsyncSQLiteSession
         return Store(kind, lambda id: lite(id, db), persistent=True, has_meta=True)
     if kind in ("file", "async_file"):
         _module("aniki.sessions.file")
-        from aniki.sessions.file import FileSession
-        from aniki.sessions.file_async import AsyncFileSession
+        from aniki.sessions.file import AsyncFileSession, FileSession
 
         folder = tmp_path / "sessions"
         files = FileSession if kind == "file" else AsyncFileSession

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from aniki import Message
-from aniki.sessions.budget import TokenBudgetSession
-from aniki.sessions.windowed import WindowedSession
+from aniki.sessions.policies import TokenBudgetSession, WindowedSession
 from aniki.tokens import EstimatingCounter
 
 from .histories import assistant, expected_start, result, stepped_views, user

@@ -6,14 +6,12 @@ import asyncio
 import json
 from typing import Any
 
-from aniki.sessions.budget import TokenBudgetSession
-from aniki.sessions.summarizing import SummarizingSession
-from aniki.sessions.windowed import WindowedSession
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aniki import Message
 from aniki.sessions import InMemorySession
+from aniki.sessions.policies import SummarizingSession, TokenBudgetSession, WindowedSession
 from aniki.sessions.policies._select import unit_cost
 from aniki.sessions.policies._summary import summary_message
 

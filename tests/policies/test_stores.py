@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aniki import Agent, Message
-from aniki.sessions.budget import TokenBudgetSession
-from aniki.sessions.summarizing import SummarizingSession
-from aniki.sessions.windowed import WindowedSession
+from aniki.sessions.policies import SummarizingSession, TokenBudgetSession, WindowedSession
 from aniki.testing import MockProvider
 from aniki.tokens import EstimatingCounter
 

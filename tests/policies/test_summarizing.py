@@ -8,10 +8,10 @@ import logging
 from pathlib import Path
 
 import pytest
-from aniki.sessions.summarizing import SummarizingSession
 
 from aniki import Agent, Message, Runner, UserError
 from aniki.sessions import InMemorySession
+from aniki.sessions.policies import SummarizingSession
 from aniki.sessions.policies._summary import SUMMARY_KEY, summary_message
 from aniki.sessions.sqlite import SQLiteSession
 from aniki.testing import MockProvider

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aniki.sessions.budget import TokenBudgetSession
-from aniki.sessions.summarizing import SummarizingSession
 
 from aniki import Agent, EncryptedSession, Message, Runner, WindowedSession, tool
+from aniki.sessions.policies import SummarizingSession, TokenBudgetSession
 from aniki.sessions.postgres import _core as _postgres_core
 from aniki.sessions.redis import _core as _redis_core
 from aniki.sessions.redis import _scripts as _redis_scripts

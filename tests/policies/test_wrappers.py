@@ -21,8 +21,7 @@ from aniki import (
 )
 from aniki.providers.base import ModelRequest, ModelResponse
 from aniki.sessions import InMemorySession
-from aniki.sessions.budget import TokenBudgetSession
-from aniki.sessions.windowed import WindowedSession
+from aniki.sessions.policies import TokenBudgetSession, WindowedSession
 from aniki.testing import MockProvider
 from aniki.tokens import EstimatingCounter
 

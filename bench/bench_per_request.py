@@ -15,13 +15,15 @@ Target: a session handed out by ``open_store`` costs at most 2x a kept object's 
 
 Needs the servers of the test suite (Redis 127.0.0.1:6379, PostgreSQL 127.0.0.1:5432
 database ``test``); everything it writes is removed afterwards.
-Run: ``python bench/bench_per_request.py`` (``--quick`` for a short run).
+Run: ``python bench/bench_per_request.py`` (``--quick`` for a short run, ``--smoke`` for the
+test suite's run that keeps the script working).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -33,8 +35,10 @@ from typing import Any
 from aniki import Message
 from aniki.sessions import open_session, open_store
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
-POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+REDIS_URL = os.environ.get("ANIKI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_DSN = os.environ.get(
+    "ANIKI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)
 
 
 def _median_ms(turn: Callable[[int], None], turns: int) -> float:
@@ -122,8 +126,9 @@ def _peer_rows(directory: Path, size: int, turns: int) -> list[tuple[str, str, f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 messages, 5 turns")
+    parser.add_argument("--smoke", action="store_true", help="50 messages, 2 turns")
     args = parser.parse_args()
-    size, turns = (1_000, 5) if args.quick else (10_000, 20)
+    size, turns = (50, 2) if args.smoke else (1_000, 5) if args.quick else (10_000, 20)
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         stores = {

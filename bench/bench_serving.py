@@ -17,13 +17,15 @@ Targets: loop lag p99 at most 20 ms, wall at most 1.5x ideal, on every store.
 
 Needs the servers of the test suite (Redis 127.0.0.1:6379, PostgreSQL 127.0.0.1:5432
 database ``test``) and, for the peer rows, ``bench/requirements.txt``; everything it writes is
-removed afterwards. Run: ``python bench/bench_serving.py`` (``--quick``: 10 x 5).
+removed afterwards. Run: ``python bench/bench_serving.py`` (``--quick``: 10 x 5; ``--smoke``,
+the test suite's run that keeps the script working: 3 x 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import sys
 import tempfile
@@ -37,8 +39,10 @@ from aniki import Agent, Runner
 from aniki.sessions import open_session, open_store
 from aniki.testing import MockProvider
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
-POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+REDIS_URL = os.environ.get("ANIKI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_DSN = os.environ.get(
+    "ANIKI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)
 MODEL_SECONDS = 0.05
 PROBE_SECONDS = 0.005
 
@@ -64,9 +68,10 @@ def _hold_sqlite_lock(path: Path, seconds: float) -> subprocess.Popen[bytes]:
 
 
 async def _measure(
-    conversations: list[Turn], turns: int, *, lock: Path | None = None
+    conversations: list[Turn], turns: int, *, lock: Path | None = None, hold: float = 1.0
 ) -> dict[str, float]:
-    """Run every conversation's turns at once, with the probe; the figures."""
+    """Run every conversation's turns at once, with the probe; the figures. With ``lock``,
+    another process holds that SQLite file's write lock for ``hold`` seconds mid-run."""
     loop = asyncio.get_running_loop()
     lags: list[float] = []
     stop = asyncio.Event()
@@ -84,9 +89,9 @@ async def _measure(
     holder: subprocess.Popen[bytes] | None = None
     probing = asyncio.create_task(probe())
     start = time.perf_counter()
-    if lock is not None:  # mid-run, another process takes the write lock for 1 s
+    if lock is not None:
         await asyncio.sleep(turns * MODEL_SECONDS / 3)
-        holder = await asyncio.to_thread(_hold_sqlite_lock, lock, 1.0)
+        holder = await asyncio.to_thread(_hold_sqlite_lock, lock, hold)
     await asyncio.gather(*(converse(turn) for turn in conversations))
     wall = time.perf_counter() - start
     stop.set()
@@ -94,7 +99,7 @@ async def _measure(
     if holder is not None:
         await asyncio.to_thread(holder.wait)
     lags.sort()
-    ideal = turns * MODEL_SECONDS + (1.0 if lock is not None else 0.0)
+    ideal = turns * MODEL_SECONDS + (hold if lock is not None else 0.0)
     return {
         "wall": wall,
         "ideal": ideal,
@@ -151,7 +156,9 @@ async def _clear(sessions: list[Any]) -> None:
                 break
 
 
-async def _aniki_rows(directory: Path, count: int, turns: int) -> list[tuple[str, ...]]:
+async def _aniki_rows(
+    directory: Path, count: int, turns: int, hold: float
+) -> list[tuple[str, ...]]:
     urls = {
         "sqlite": f"sqlite:///{directory / 'aniki.db'}",
         "file": f"file://{directory / 'chats'}",
@@ -180,13 +187,13 @@ async def _aniki_rows(directory: Path, count: int, turns: int) -> list[tuple[str
                 asynchronous = how == "async twin"
                 sessions = [open_session(url, sid, asynchronous=asynchronous) for sid in ids]
                 lock = directory / "aniki.db"
-                figures = await _measure(_aniki_turns(sessions), turns, lock=lock)
+                figures = await _measure(_aniki_turns(sessions), turns, lock=lock, hold=hold)
                 await _clear(sessions)
-                rows.append(_row("aniki", "sqlite, lock held 1 s", how, figures))
+                rows.append(_row("aniki", f"sqlite, lock held {hold:g} s", how, figures))
     return rows
 
 
-async def _peer_rows(directory: Path, count: int, turns: int) -> list[tuple[str, ...]]:
+async def _peer_rows(directory: Path, count: int, turns: int, hold: float) -> list[tuple[str, ...]]:
     makers: dict[tuple[str, str], Callable[[str], Any]] = {}
     try:
         from agents.memory import SQLiteSession
@@ -233,10 +240,10 @@ async def _peer_rows(directory: Path, count: int, turns: int) -> list[tuple[str,
             locked = [make(f"bench-serving-{uuid.uuid4().hex[:8]}-{n}") for n in range(count)]
             await locked[0].get_items()
             path = directory / ("oa.db" if how == "SQLiteSession" else "oa-async.db")
-            figures = await _measure(_peer_turns(locked), turns, lock=path)
+            figures = await _measure(_peer_turns(locked), turns, lock=path, hold=hold)
             for session in locked:
                 await session.clear_session()
-            rows.append(_row("openai-agents", "sqlite, lock held 1 s", how, figures))
+            rows.append(_row("openai-agents", f"sqlite, lock held {hold:g} s", how, figures))
     return rows
 
 
@@ -252,11 +259,11 @@ def _row(who: str, store: str, how: str, figures: dict[str, float]) -> tuple[str
     )
 
 
-async def _main(count: int, turns: int) -> None:
+async def _main(count: int, turns: int, hold: float) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
-        rows = await _aniki_rows(directory, count, turns)
-        rows += await _peer_rows(directory, count, turns)
+        rows = await _aniki_rows(directory, count, turns, hold)
+        rows += await _peer_rows(directory, count, turns, hold)
     print(f"{count} conversations x {turns} turns at once, model 50 ms (median of one run)")
     print("| store | framework | session | wall / ideal | loop lag p50 / p99 ms | turns/s |")
     print("|---|---|---|---|---|---|")
@@ -267,9 +274,15 @@ async def _main(count: int, turns: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="10 conversations x 5 turns")
+    parser.add_argument(
+        "--smoke", action="store_true", help="3 conversations x 2 turns, lock held 0.2 s"
+    )
     args = parser.parse_args()
-    count, turns = (10, 5) if args.quick else (50, 20)
-    asyncio.run(_main(count, turns))
+    if args.smoke:
+        count, turns, hold = 3, 2, 0.2
+    else:
+        count, turns, hold = (10, 5, 1.0) if args.quick else (50, 20, 1.0)
+    asyncio.run(_main(count, turns, hold))
 
 
 if __name__ == "__main__":

@@ -61,3 +61,12 @@ def test_per_request_compares_each_handler_with_a_kept_object(tmp_path: Path) ->
             assert (store, how) in handlers, (store, how, rows)
     assert all(float(row[2]) > 0 for row in rows), rows
     assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"
+
+
+def test_run_sync_is_compared_with_await_run_for_both_providers(tmp_path: Path) -> None:
+    rows = _rows("bench_run_sync.py", tmp_path)
+    ways = {(row[0], row[1]) for row in rows}
+    for provider in ("OpenAI over HTTP", "MockProvider"):
+        for way in ("await run", "run_sync", "asyncio.run per call"):
+            assert (provider, way) in ways, (provider, way, rows)
+    assert all(float(row[2]) > 0 for row in rows), rows

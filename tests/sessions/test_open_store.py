@@ -255,3 +255,61 @@ def test_a_request_for_a_known_id_reads_only_what_is_new(ids: list[str]) -> None
         assert max(warm) * 20 < cold, (cold, warm)
     finally:
         _clear(redis_url(), ids)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_store_passes_its_table_or_prefix_to_every_session(
+    asynchronous: bool, ids: list[str]
+) -> None:
+    import psycopg
+    import redis
+
+    table = f"open_store_{uuid.uuid4().hex[:8]}"
+    prefix = f"open-store-{uuid.uuid4().hex[:8]}:"
+
+    async def write_async(url: str, **options: str) -> list[str]:
+        async with open_store(url, asynchronous=True, **options) as store:
+            await store.session(ids[0]).add_message(Message("user", "hi"))
+            return [info.id for info in await store.list_sessions()]
+
+    def write(url: str, **options: str) -> list[str]:
+        if asynchronous:
+            return asyncio.run(write_async(url, **options))
+        with open_store(url, **options) as store:
+            store.session(ids[0]).add_message(Message("user", "hi"))
+            return [info.id for info in store.list_sessions()]
+
+    try:
+        assert write(postgres_dsn(), table=table) == [ids[0]]
+        assert write(redis_url(), prefix=prefix) == [ids[0]]
+        with psycopg.connect(postgres_dsn(), autocommit=True) as conn:
+            row = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+            assert row == (1,)
+        client = redis.Redis.from_url(redis_url())
+        assert client.keys(f"{prefix}*"), "nothing under the store's prefix"
+    finally:
+        with psycopg.connect(postgres_dsn(), autocommit=True) as conn:
+            for suffix in ("", "_sessions", "_meta", "_schema"):
+                conn.execute(f'DROP TABLE IF EXISTS "{table}{suffix}"')
+        client = redis.Redis.from_url(redis_url())
+        for key in client.scan_iter(f"{prefix}*"):
+            client.delete(key)
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "words"),
+    [
+        ("sqlite:///{tmp}/x.db", {"table": "t"}, "table= applies to a postgresql: store"),
+        ("redis://127.0.0.1:6379/0", {"table": "t"}, "table= applies to a postgresql: store"),
+        ("postgresql://u:pw9secret@127.0.0.1/db", {"prefix": "p:"}, "prefix= applies to a redis:"),
+        ("postgresql://127.0.0.1/db", {"table": "no such; table"}, "invalid table name"),
+    ],
+)
+def test_a_table_or_prefix_for_another_kind_of_store_is_refused(
+    url: str, options: dict[str, str], words: str, tmp_path: Path
+) -> None:
+    with pytest.raises(UserError, match=words) as info:
+        open_store(url.format(tmp=tmp_path), **options)  # type: ignore[arg-type]
+    assert "pw9secret" not in str(info.value)
+    assert not (tmp_path / "x.db").exists()

@@ -49,6 +49,8 @@ def open_store(
     asynchronous: Literal[False] = False,
     max_cached: int = DEFAULT_MAX_CACHED,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    table: str | None = None,
+    prefix: str | None = None,
 ) -> SessionStore: ...
 @overload
 def open_store(
@@ -57,6 +59,8 @@ def open_store(
     asynchronous: Literal[True],
     max_cached: int = DEFAULT_MAX_CACHED,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    table: str | None = None,
+    prefix: str | None = None,
 ) -> AsyncSessionStore: ...
 def open_store(
     url: str,
@@ -64,6 +68,8 @@ def open_store(
     asynchronous: bool = False,
     max_cached: int = DEFAULT_MAX_CACHED,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    table: str | None = None,
+    prefix: str | None = None,
 ) -> SessionStore | AsyncSessionStore:
     """The store ``url`` names (the URLs of :func:`~aniki.sessions.open_session`), sharing
     one pool or client among the sessions it hands out.
@@ -71,7 +77,9 @@ def open_store(
     With ``asynchronous=True`` it hands out the async twins, whose calls never block the
     event loop; open it with ``async with`` (a ``postgresql:`` store opens its pool there).
     ``max_cached`` bounds the sessions kept warm; ``max_connections`` the pool of a
-    ``postgresql:`` store. Example::
+    ``postgresql:`` store. ``table`` (``postgresql:``) and ``prefix`` (``redis:``) are
+    passed to every session, as to :class:`PostgresSession` and :class:`RedisSession`.
+    Example::
 
         with open_store("sqlite:///chats.db") as store:
             store.session("user-42").add_message({"role": "user", "content": "Hi"})
@@ -89,7 +97,10 @@ def open_store(
         raise UserError(
             f"max_connections must be a whole number, 1 or more; got {max_connections!r}"
         )
-    backend = _backend(url, asynchronous=asynchronous, max_connections=max_connections)
+    options = {name: value for name, value in (("table", table), ("prefix", prefix)) if value}
+    backend = _backend(
+        url, asynchronous=asynchronous, max_connections=max_connections, options=options
+    )
     if asynchronous:
         return AsyncSessionStore(url, backend, max_cached)
     return SessionStore(url, backend, max_cached)
@@ -230,6 +241,8 @@ class _Backend:
 
     keeps_data = False
     opened = True
+    options: dict[str, str]
+    """Passed to every session made (``table=``, ``prefix=``)."""
 
     def make(self, session_id: str) -> Any:
         raise NotImplementedError
@@ -250,20 +263,35 @@ class _Backend:
         self.close_sync()
 
 
-def _backend(url: str, *, asynchronous: bool, max_connections: int) -> _Backend:
+def _backend(
+    url: str, *, asynchronous: bool, max_connections: int, options: dict[str, str]
+) -> _Backend:
     from .url import _check_remote, _local_store, _scheme
 
     scheme = _scheme(url)
+    takes = {"redis": "prefix", "rediss": "prefix", "postgresql": "table", "postgres": "table"}
+    for name in options:
+        if takes.get(scheme) != name:
+            kind = "redis:" if name == "prefix" else "postgresql:"
+            raise UserError(f"{name}= applies to a {kind} store, not to {redact(url)!r}")
+    if "table" in options:
+        from .postgres._sql import check_table
+
+        check_table(options["table"])  # now, not on the first session's first call
+    backend: _Backend
     if scheme in ("redis", "rediss"):
         _check_remote(scheme, url)
-        return _RedisBackend(url, asynchronous)
-    if scheme in ("postgresql", "postgres"):
+        backend = _RedisBackend(url, asynchronous)
+    elif scheme in ("postgresql", "postgres"):
         _check_remote(scheme, url)
-        return _PostgresBackend(url, asynchronous, max_connections)
-    if scheme == "memory":
+        backend = _PostgresBackend(url, asynchronous, max_connections)
+    elif scheme == "memory":
         _local_store(scheme, url)  # checks the URL
-        return _MemoryBackend(asynchronous)
-    return _LocalBackend(_local_store(scheme, url), asynchronous)
+        backend = _MemoryBackend(asynchronous)
+    else:
+        backend = _LocalBackend(_local_store(scheme, url), asynchronous)
+    backend.options = options
+    return backend
 
 
 class _MemoryBackend(_Backend):
@@ -322,7 +350,7 @@ class _RedisBackend(_Backend):
             import redis.asyncio.retry
 
             self._client = module._client_from_url(
-                url, aioredis, redis.asyncio.retry.Retry, DEFAULT_TIMEOUT
+                url, aioredis, redis.asyncio.retry.Retry, DEFAULT_TIMEOUT, deadline=True
             )
             self._class: Any = module.AsyncRedisSession
         else:
@@ -330,13 +358,13 @@ class _RedisBackend(_Backend):
             self._class = module.RedisSession
 
     def make(self, session_id: str) -> Any:
-        return self._class(session_id, client=self._client)
+        return self._class(session_id, client=self._client, **self.options)
 
     def list_sync(self) -> list[SessionInfo]:
-        return list(self._class("aniki-list-sessions", client=self._client).list_sessions())
+        return list(self.make("aniki-list-sessions").list_sessions())
 
     async def list_async(self) -> list[SessionInfo]:
-        return list(await self._class("aniki-list-sessions", client=self._client).list_sessions())
+        return list(await self.make("aniki-list-sessions").list_sessions())
 
     def close_sync(self) -> None:
         self._client.close()
@@ -358,36 +386,40 @@ class _PostgresBackend(_Backend):
                 f"a postgresql: store needs the {exc.name!r} package: "
                 "pip install 'aniki-sdk[postgres]'"
             ) from None
-        module._sets_connect_timeout(url, import_psycopg())  # a UserError for a bad DSN
+        fixed = module._sets_connect_timeout(url, import_psycopg())  # a UserError for a bad DSN
         self._asynchronous = asynchronous
-        settings: dict[str, Any] = {
-            "min_size": 1,
-            "max_size": max_connections,
-            "open": False,
-            "name": "aniki",
-        }
         if asynchronous:
-            self._pool: Any = pool_module.AsyncConnectionPool(url, **settings)
+            # Not psycopg_pool's: lending a connection cost it twice the statement's CPU.
+            from .postgres._pool import AsyncConnections
+
+            self._pool: Any = AsyncConnections(
+                url, max_size=max_connections, connect_timeout=not fixed
+            )
             self._class: Any = module.AsyncPostgresSession
             self.opened = False
         else:
+            settings = {
+                "min_size": 1,
+                "max_size": max_connections,
+                "open": False,
+                "name": "aniki",
+                "kwargs": {"autocommit": True},  # no switching it on and off per call
+            }
             self._pool = pool_module.ConnectionPool(url, **settings)
             self._pool.open(wait=False)
             self._class = module.PostgresSession
 
     def make(self, session_id: str) -> Any:
-        return self._class(session_id, pool=self._pool)
+        return self._class(session_id, pool=self._pool, **self.options)
 
     def list_sync(self) -> list[SessionInfo]:
-        return list(self._class("aniki-list-sessions", pool=self._pool).list_sessions())
+        return list(self.make("aniki-list-sessions").list_sessions())
 
     async def list_async(self) -> list[SessionInfo]:
-        return list(await self._class("aniki-list-sessions", pool=self._pool).list_sessions())
+        return list(await self.make("aniki-list-sessions").list_sessions())
 
     async def open_async(self) -> None:
-        if not self.opened:
-            await self._pool.open(wait=False)
-            self.opened = True
+        self.opened = True  # its connections are made as the sessions need them
 
     def close_sync(self) -> None:
         self._pool.close()

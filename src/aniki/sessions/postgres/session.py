@@ -107,6 +107,11 @@ class _Base:
 
 
 def _check_pool(pool: object, expected: str) -> None:
+    if expected == "AsyncConnectionPool":
+        from ._pool import AsyncConnections
+
+        if isinstance(pool, AsyncConnections):  # an asynchronous open_store's
+            return
     try:
         import psycopg_pool
     except ModuleNotFoundError as exc:

@@ -26,9 +26,9 @@ receives their replies; the sync and async classes only run the steps.
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
-import uuid
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -315,7 +315,7 @@ class RedisCore:
         """An append's ARGV: version, a fresh token, now twice, the ttl, ``between`` (what
         the script takes besides), then the records."""
         now = time.time()
-        head = (SCHEMA_VERSION, uuid.uuid4().hex, repr(now), int(now * 1000), self.ttl_ms)
+        head = (SCHEMA_VERSION, os.urandom(16).hex(), repr(now), int(now * 1000), self.ttl_ms)
         return (*head, *between, *(encode_message(m) for m in messages))
 
     def _check(self, reply: Sequence[Any]) -> None:

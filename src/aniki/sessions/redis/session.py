@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import weakref
 from collections.abc import Iterable
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ..._aio import within
 from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
 from .._codec import check_limit, redact, to_messages, url_problem
@@ -46,7 +48,18 @@ _RETRIES = 3
 script carries a token, so a resent append that the server had applied is not applied again."""
 
 
-def _client_from_url(url: str, module: Any, retry_class: Any, timeout: float) -> Any:
+_BOUNDS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+"""The asyncio clients aniki built, each with the seconds a whole call through it may take.
+Such a client has no ``socket_timeout``: redis.asyncio bounds every write by it through
+``asyncio.wait_for``, which makes a task per command (a tenth of an append's time), so
+:class:`AsyncRedisSession` bounds each call, resends included, by one deadline instead."""
+
+
+def _client_from_url(
+    url: str, module: Any, retry_class: Any, timeout: float, *, deadline: bool = False
+) -> Any:
+    """A client for ``url`` whose waits end after ``timeout``: each socket operation's, or,
+    with ``deadline`` (asyncio clients), each whole call's (see :data:`_BOUNDS`)."""
     from redis.backoff import ExponentialBackoff
     from redis.exceptions import ConnectionError as LostConnection
 
@@ -55,12 +68,17 @@ def _client_from_url(url: str, module: Any, retry_class: Any, timeout: float) ->
     retry = retry_class(ExponentialBackoff(cap=0.5, base=0.02), _RETRIES, (LostConnection,))
     try:
         client = module.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=retry
+            url,
+            socket_timeout=None if deadline else timeout,
+            socket_connect_timeout=timeout,
+            retry=retry,
         )
     except ValueError:
         pass  # raised below, outside this handler: the parser's error can quote the password
     else:
         _check_options(url, client.connection_pool.connection_class)
+        if deadline:
+            _BOUNDS[client] = timeout
         return client
     # The parser's own message is not repeated: it can hold part of a password.
     problem = url_problem(url) or "the Redis client cannot parse it"
@@ -295,6 +313,7 @@ class AsyncRedisSession:
         )
         self._errors: type[Exception] = module.RedisError
         self._no_script: type[Exception] = module.exceptions.NoScriptError
+        self._timed_out: type[Exception] = module.exceptions.TimeoutError
         self._lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -367,20 +386,32 @@ class AsyncRedisSession:
     async def _run(self, flow: Flow[T]) -> T:
         self._bind_loop()
         async with self._lock:
+            bound = _BOUNDS.get(self._client)
             try:
-                step = next(flow)
-                while True:
-                    step = flow.send(await self._execute(step))
-            except StopIteration as done:
-                return cast(T, done.value)
+                if bound is None:  # a client passed in: its own socket_timeout bounds each wait
+                    return await self._drive(flow)
+                return await within(bound, self._drive(flow))
             except self._errors as exc:
                 raise translate(exc, self._core.store, self._timeout) from exc
+            except asyncio.TimeoutError as exc:
+                late = self._timed_out(f"no reply within {bound:g} s")
+                raise translate(late, self._core.store, self._timeout) from exc
+
+    async def _drive(self, flow: Flow[T]) -> T:
+        try:
+            step = next(flow)
+            while True:
+                step = flow.send(await self._execute(step))
+        except StopIteration as done:
+            return cast(T, done.value)
 
     def _new_client(self) -> Any:
         import redis.asyncio
         import redis.asyncio.retry
 
-        return _client_from_url(self._url, redis.asyncio, redis.asyncio.retry.Retry, self._seconds)
+        return _client_from_url(
+            self._url, redis.asyncio, redis.asyncio.retry.Retry, self._seconds, deadline=True
+        )
 
     def _bind_loop(self) -> None:
         """Bind this instance to the running loop on first use; refuse another loop."""

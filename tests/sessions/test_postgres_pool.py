@@ -1,0 +1,189 @@
+"""The connection pool of an asynchronous PostgreSQL ``open_store``, against the real server:
+bounded, lent in turn, a bounded wait, nothing lent twice or lost when a wait is cancelled,
+broken and mid-transaction connections replaced, closed as a whole."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import PoolTimeout
+
+from aniki import Message, StoreUnavailableError
+from aniki.sessions import AsyncPostgresSession, open_store
+from aniki.sessions.postgres._pool import AsyncConnections
+
+from ..servers import postgres_dsn
+
+pytestmark = pytest.mark.postgres
+
+
+def _backends(tag: str) -> int:
+    """Server connections whose application_name is ``tag``."""
+    with psycopg.connect(postgres_dsn(), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (tag,)
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def _tagged(tag: str) -> str:
+    return f"{postgres_dsn()}?application_name={tag}"
+
+
+@pytest.fixture
+def tag() -> str:
+    return f"aniki-pool-{uuid.uuid4().hex[:8]}"
+
+
+async def _pid(conn: psycopg.AsyncConnection[Any]) -> int:
+    cursor = await conn.execute("SELECT pg_backend_pid()")
+    row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_many_tasks_share_at_most_max_size_connections(tag: str) -> None:
+    async def main() -> tuple[int, int]:
+        pool = AsyncConnections(_tagged(tag), max_size=3, connect_timeout=True)
+        busiest = 0
+
+        async def use() -> None:
+            nonlocal busiest
+            async with pool.connection(10) as conn:
+                await conn.execute("SELECT pg_sleep(0.01)")
+                busiest = max(busiest, pool._count)
+
+        await asyncio.gather(*(use() for _ in range(60)))
+        during = await asyncio.to_thread(_backends, tag)
+        await pool.close()
+        return busiest, during
+
+    busiest, during = asyncio.run(main())
+    assert busiest == 3
+    assert during == 3
+    assert _backends(tag) == 0  # closed with the pool
+
+
+def test_a_wait_ends_after_its_timeout_and_the_connection_is_not_lost(tag: str) -> None:
+    async def main() -> None:
+        pool = AsyncConnections(_tagged(tag), max_size=1, connect_timeout=True)
+        async with pool.connection(10) as held:
+            first = await _pid(held)
+            started = time.monotonic()
+            with pytest.raises(PoolTimeout, match=r"no connection free within 0\.3 s"):
+                async with pool.connection(0.3):
+                    pass
+            assert 0.25 < time.monotonic() - started < 2
+            waiting = asyncio.ensure_future(pool.connection(10).__aenter__())
+            await asyncio.sleep(0.05)
+            waiting.cancel()  # a waiter that gives up: it must not take the connection along
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+        async with pool.connection(0.5) as again:  # the one connection, lent again at once
+            assert await _pid(again) == first
+        await pool.close()
+
+    asyncio.run(main())
+
+
+def test_waiters_are_served_in_the_order_they_came(tag: str) -> None:
+    async def main() -> list[int]:
+        pool = AsyncConnections(_tagged(tag), max_size=1, connect_timeout=True)
+        served: list[int] = []
+
+        async def take(number: int) -> None:
+            async with pool.connection(10):
+                served.append(number)
+                await asyncio.sleep(0.01)
+
+        async with pool.connection(10):
+            tasks = [asyncio.create_task(take(n)) for n in range(5)]
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*tasks)
+        await pool.close()
+        return served
+
+    assert asyncio.run(main()) == [0, 1, 2, 3, 4]
+
+
+def test_a_connection_left_in_a_transaction_or_broken_is_replaced(tag: str) -> None:
+    async def main() -> None:
+        pool = AsyncConnections(_tagged(tag), max_size=1, connect_timeout=True)
+        async with pool.connection(10) as conn:
+            first = await _pid(conn)
+            await conn.execute("BEGIN")
+            await conn.execute("CREATE TEMP TABLE left_behind (x int)")
+        async with pool.connection(10) as conn:
+            second = await _pid(conn)
+            assert second != first  # not the one whose transaction was left open
+            assert await (await conn.execute("SELECT to_regclass('left_behind')")).fetchone() == (
+                None,
+            )
+            await conn.close()  # broken in use: its place is freed, not lost
+        async with pool.connection(10) as conn:
+            assert await _pid(conn) not in (first, second)
+        await pool.close()
+
+    asyncio.run(main())
+    assert _backends(tag) == 0
+
+
+def test_closing_wakes_the_waiters_with_an_error(tag: str) -> None:
+    async def main() -> None:
+        pool = AsyncConnections(_tagged(tag), max_size=1, connect_timeout=True)
+        async with pool.connection(10):
+            waiter = asyncio.ensure_future(pool.connection(10).__aenter__())
+            await asyncio.sleep(0.05)
+            await pool.close()
+            with pytest.raises(psycopg.OperationalError, match="closed"):
+                await waiter
+        with pytest.raises(psycopg.OperationalError, match="closed"):
+            async with pool.connection(1):
+                pass
+
+    asyncio.run(main())
+    assert _backends(tag) == 0
+
+
+def test_sessions_of_a_store_read_on_after_the_server_ends_their_connection(tag: str) -> None:
+    session_id = f"pool-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        async with open_store(_tagged(tag), asynchronous=True, max_connections=1) as store:
+            session = store.session(session_id)
+            await session.add_message(Message("user", "kept"))
+            with psycopg.connect(postgres_dsn(), autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE application_name = %s",
+                    (tag,),
+                )
+            await asyncio.sleep(0.1)
+            other = store.session(session_id + "-new")  # nothing cached: it must really read
+            assert await other.get_messages() == ()
+            assert await session.get_messages() == (Message("user", "kept"),)
+            await session.clear()
+
+    asyncio.run(main())
+
+
+def test_a_full_pool_is_a_clear_store_error(tag: str) -> None:
+    async def main() -> None:
+        async with open_store(_tagged(tag), asynchronous=True, max_connections=1) as store:
+            pool = store._backend._pool  # type: ignore[attr-defined]
+            async with pool.connection(10):
+                session = AsyncPostgresSession(
+                    f"pool-{uuid.uuid4().hex[:8]}", pool=pool, timeout=0.3
+                )
+                started = time.monotonic()
+                with pytest.raises(StoreUnavailableError, match="no pooled connection"):
+                    await session.get_messages()
+                assert time.monotonic() - started < 1.5
+
+    asyncio.run(main())

@@ -58,15 +58,18 @@ class ScriptedProvider:
 class AnikiChat:
     """One conversation: an agent with a scripted provider, run over one session."""
 
-    def __init__(self, session: Any, delay: float) -> None:
+    def __init__(self, session: Any, delay: float, warm: Any = None) -> None:
         from aniki import Agent, Runner
 
         self.provider = ScriptedProvider(delay)
         self.agent = Agent("bench", INSTRUCTIONS, model="scripted", provider=self.provider)
         self.runner = Runner()
         self.session = session
+        self.warm = warm
 
     async def turn(self, text: str) -> int:
+        if self.warm is not None:
+            await self.warm()
         result = await self.runner.run(self.agent, message=text, session=self.session)
         if result.content != REPLY:
             raise AssertionError(f"aniki returned {result.content[:40]!r}, not the scripted reply")
@@ -118,7 +121,22 @@ class AnikiBackend:
         return self.cls(conversation_id, pool=self.shared["pool"], table=self.shared["table"])
 
     def chat(self, conversation_id: str, *, delay: float = 0.0) -> AnikiChat:
-        return AnikiChat(self.session(conversation_id), delay)
+        served = self.shared.get("store")
+        if served is None:
+            return AnikiChat(self.session(conversation_id), delay)
+        # A conversation served as a web server serves it: its session handed out by the
+        # store opened at start-up (open_store), whose connections are all open by the time
+        # the first turn is taken.
+        return AnikiChat(served.session(conversation_id), delay, self._warm)
+
+    async def _warm(self) -> None:
+        if self.shared.get("warm"):
+            return
+        self.shared["warm"] = True
+        store = self.shared["store"]
+        await asyncio.gather(
+            *(store.session(f"warm-up-{n}").get_messages() for n in range(self.shared["size"]))
+        )
 
     async def fill(self, conversation_id: str, count: int) -> None:
         session = self.session(conversation_id)
@@ -161,6 +179,22 @@ class AnikiPeer:
 
             shared["table"] = f"{store.namespace}_aniki"
             shared["pool"] = await servers.postgres_pool(store.location)
+        if store.kind in ("redis", "postgres"):
+            from aniki.sessions import open_store
+
+            from . import servers
+
+            if store.kind == "redis":
+                url = store.location or servers.REDIS_URL
+                options = {"prefix": f"{store.namespace}:"}
+            else:
+                url = store.location or servers.POSTGRES_DSN
+                options = {"table": shared["table"]}
+            served = open_store(
+                url, asynchronous=True, max_connections=servers.POOL_SIZE, **options
+            )
+            shared["store"] = await served.open()
+            shared["size"] = servers.POOL_SIZE
         try:
             yield AnikiBackend(store, cls, shared)
         finally:
@@ -170,6 +204,8 @@ class AnikiPeer:
 async def _cleanup(store: StoreSpec, shared: dict[str, Any]) -> None:
     from . import servers
 
+    if "store" in shared:
+        await shared["store"].aclose()
     if "client" in shared:
         if store.cleanup:
             await servers.drop_redis_keys(shared["client"], f"{store.namespace}:")

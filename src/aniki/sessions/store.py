@@ -8,8 +8,11 @@ read past what they hold, as any kept session does), not the whole conversation.
 
 What is shared, per scheme:
 
-- ``redis://`` / ``rediss://``: one client (one connection pool) for every session.
-- ``postgresql://``: one psycopg pool (``max_connections`` connections at most).
+- ``redis://`` / ``rediss://``: one client for every session, with ``max_connections``
+  connections at most.
+- ``postgresql://``: one pool of ``max_connections`` connections at most (psycopg_pool's
+  for the sync store; for the async one, a lighter pool of aniki's own, see
+  ``postgres/_pool.py``).
 - ``sqlite:///``: one connection per file and process, as every SQLite session has; the
   async twins' calls run on one worker thread per file.
 - ``file:``: the directory's files, one lock each.
@@ -75,9 +78,10 @@ def open_store(
     one pool or client among the sessions it hands out.
 
     With ``asynchronous=True`` it hands out the async twins, whose calls never block the
-    event loop; open it with ``async with`` (a ``postgresql:`` store opens its pool there).
-    ``max_cached`` bounds the sessions kept warm; ``max_connections`` the pool of a
-    ``postgresql:`` store. ``table`` (``postgresql:``) and ``prefix`` (``redis:``) are
+    event loop; open it with ``async with`` (or ``await store.open()``).
+    ``max_cached`` bounds the sessions kept warm; ``max_connections`` the connections of a
+    ``postgresql:`` or ``redis:`` store (a call waits for one while all are in use, within
+    the session's timeout). ``table`` (``postgresql:``) and ``prefix`` (``redis:``) are
     passed to every session, as to :class:`PostgresSession` and :class:`RedisSession`.
     Example::
 
@@ -281,7 +285,7 @@ def _backend(
     backend: _Backend
     if scheme in ("redis", "rediss"):
         _check_remote(scheme, url)
-        backend = _RedisBackend(url, asynchronous)
+        backend = _RedisBackend(url, asynchronous, max_connections)
     elif scheme in ("postgresql", "postgres"):
         _check_remote(scheme, url)
         backend = _PostgresBackend(url, asynchronous, max_connections)
@@ -338,7 +342,7 @@ class _LocalBackend(_Backend):
 
 
 class _RedisBackend(_Backend):
-    def __init__(self, url: str, asynchronous: bool) -> None:
+    def __init__(self, url: str, asynchronous: bool, max_connections: int) -> None:
         from .redis import session as module
         from .redis._core import DEFAULT_TIMEOUT, check_url, import_redis
 
@@ -350,11 +354,18 @@ class _RedisBackend(_Backend):
             import redis.asyncio.retry
 
             self._client = module._client_from_url(
-                url, aioredis, redis.asyncio.retry.Retry, DEFAULT_TIMEOUT, deadline=True
+                url,
+                aioredis,
+                redis.asyncio.retry.Retry,
+                DEFAULT_TIMEOUT,
+                deadline=True,
+                max_connections=max_connections,
             )
             self._class: Any = module.AsyncRedisSession
         else:
-            self._client = module._client_from_url(url, redis, redis.retry.Retry, DEFAULT_TIMEOUT)
+            self._client = module._client_from_url(
+                url, redis, redis.retry.Retry, DEFAULT_TIMEOUT, max_connections=max_connections
+            )
             self._class = module.RedisSession
 
     def make(self, session_id: str) -> Any:

@@ -131,9 +131,9 @@ class PostgresCore:
     def append(self, messages: Sequence[Message]) -> Flow[None]:
         if not messages:
             return
-        records = [encode_message(m) for m in messages]
-        params = {"sid": self.id, "n": len(records), "records": records}
-        ((generation, count, last),) = yield Query(self._sql.append, params, alone=True)
+        params = {"sid": self.id, "n": len(messages), **_batch(messages)}
+        statement = self._sql.append_one if len(messages) == 1 else self._sql.append
+        ((generation, count, last),) = yield Query(statement, params, alone=True)
         # Extend the cache only when our batch sits right after it; otherwise the next read
         # fetches whatever another writer added in between.
         cache = self._cache
@@ -154,12 +154,16 @@ class PostgresCore:
         params = {
             "sid": self.id,
             "n": len(messages),
-            "records": [encode_message(m) for m in messages],
+            **_batch(messages),
             "gen": -1 if cache.generation is None else cache.generation,
             "after": cache.position,
             "limit": limit,
         }
-        statement = self._sql.append_tail if tail else self._sql.append_read
+        sql, one = self._sql, len(messages) == 1
+        if tail:
+            statement = sql.append_tail_one if one else sql.append_tail
+        else:
+            statement = sql.append_read_one if one else sql.append_read
         rows = yield Query(statement, params, alone=True)
         generation, count, last, generation_before, count_before = rows[0][:5]
         if (
@@ -326,3 +330,10 @@ def translate(
             store=store,
         )
     return StoreError(f"PostgreSQL failed: {text}", store=store)
+
+
+def _batch(messages: Sequence[Message]) -> dict[str, Any]:
+    """An append's records as its statement takes them: one alone, more as an array."""
+    if len(messages) == 1:
+        return {"record": encode_message(messages[0])}
+    return {"records": [encode_message(m) for m in messages]}

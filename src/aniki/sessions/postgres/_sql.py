@@ -63,6 +63,9 @@ class Statements:
     append: bytes
     append_read: bytes
     append_tail: bytes
+    append_one: bytes
+    append_read_one: bytes
+    append_tail_one: bytes
     read: bytes
     tail: bytes
     clear: tuple[bytes, ...]
@@ -92,6 +95,22 @@ _APPEND = (
     " RETURNING seq"
     ")"
 )
+
+# A batch of one message (a user's message, most replies) as a plain parameter: the array,
+# its unnesting and the sort cost the server a sixth of the statement (measured: 420 against
+# 360 us per append on one connection).
+_BATCH = (
+    " SELECT %(sid)s, batch.record FROM s,"
+    " unnest(%(records)b::text[]) WITH ORDINALITY AS batch(record, position)"
+    " ORDER BY batch.position"
+)
+_ONE = " SELECT %(sid)s, %(record)s FROM s"
+
+
+def _for_one(text: str) -> str:
+    assert _BATCH in text
+    return text.replace(_BATCH, _ONE)
+
 
 # An append's CTEs, the session's row as the statement's snapshot has it, and a head of the
 # columns every row returned carries: generation, count and last seq after the append, the
@@ -127,6 +146,23 @@ def statements(table: str) -> Statements:
     def q(text: str) -> bytes:
         # Rendered once: psycopg then finds each statement in its cache of converted queries.
         return sql.SQL(text).format(**names).as_bytes(None)
+
+    append = _APPEND + " SELECT s.generation, s.message_count, (SELECT max(seq) FROM m) FROM s"
+    # An append, then the rows a read needs, in one statement. Its parts all read the one
+    # snapshot taken when it started, which lacks the batch (the caller holds it) and any
+    # append committed while the upsert waited for the row lock: `before` (the row in that
+    # snapshot) tells whether one was, and then the caller reads again.
+    append_read = (
+        _APPEND_THEN + " LEFT JOIN LATERAL (SELECT seq, message FROM {messages}"
+        " WHERE session_id = %(sid)s"
+        " AND seq > CASE WHEN s.generation = %(gen)s THEN %(after)s ELSE 0 END) AS r ON true"
+        " ORDER BY r.seq"
+    )
+    append_tail = (
+        _APPEND_THEN + " LEFT JOIN LATERAL (SELECT seq, message FROM {messages}"
+        " WHERE session_id = %(sid)s ORDER BY seq DESC LIMIT %(limit)s) AS r ON true"
+        " ORDER BY r.seq DESC"
+    )
 
     return Statements(
         lock_name=f"aniki:{table}",
@@ -170,24 +206,12 @@ def statements(table: str) -> Statements:
         # transaction. The messages' insert reads the session's row from the upsert, so the
         # upsert runs first and locks that row until commit: appends to one session are
         # serialized and take their seq values in commit order.
-        append=q(
-            _APPEND + " SELECT s.generation, s.message_count, (SELECT max(seq) FROM m) FROM s"
-        ),
-        # An append, then the rows a read needs, in one statement. Its parts all read the one
-        # snapshot taken when it started, which lacks the batch (the caller holds it) and any
-        # append committed while the upsert waited for the row lock: `before` (the row in that
-        # snapshot) tells whether one was, and then the caller reads again.
-        append_read=q(
-            _APPEND_THEN + " LEFT JOIN LATERAL (SELECT seq, message FROM {messages}"
-            " WHERE session_id = %(sid)s"
-            " AND seq > CASE WHEN s.generation = %(gen)s THEN %(after)s ELSE 0 END) AS r ON true"
-            " ORDER BY r.seq"
-        ),
-        append_tail=q(
-            _APPEND_THEN + " LEFT JOIN LATERAL (SELECT seq, message FROM {messages}"
-            " WHERE session_id = %(sid)s ORDER BY seq DESC LIMIT %(limit)s) AS r ON true"
-            " ORDER BY r.seq DESC"
-        ),
+        append=q(append),
+        append_one=q(_for_one(append)),
+        append_read=q(append_read),
+        append_read_one=q(_for_one(append_read)),
+        append_tail=q(append_tail),
+        append_tail_one=q(_for_one(append_tail)),
         read=q(
             "SELECT s.generation, m.seq, m.message FROM {sessions} AS s"
             " LEFT JOIN {messages} AS m ON m.session_id = s.session_id"

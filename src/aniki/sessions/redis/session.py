@@ -56,23 +56,37 @@ Such a client has no ``socket_timeout``: redis.asyncio bounds every write by it 
 
 
 def _client_from_url(
-    url: str, module: Any, retry_class: Any, timeout: float, *, deadline: bool = False
+    url: str,
+    module: Any,
+    retry_class: Any,
+    timeout: float,
+    *,
+    deadline: bool = False,
+    max_connections: int | None = None,
 ) -> Any:
     """A client for ``url`` whose waits end after ``timeout``: each socket operation's, or,
-    with ``deadline`` (asyncio clients), each whole call's (see :data:`_BOUNDS`)."""
+    with ``deadline`` (asyncio clients), each whole call's (see :data:`_BOUNDS`). With
+    ``max_connections``, a call waits (within ``timeout``) for one of that many connections,
+    where redis-py's default pool would refuse it with "Too many connections"."""
     from redis.backoff import ExponentialBackoff
     from redis.exceptions import ConnectionError as LostConnection
 
     # Only a broken connection is retried, not a timeout: each attempt may wait `timeout`,
     # and a hung server would otherwise hold a call for (retries + 1) times as long.
     retry = retry_class(ExponentialBackoff(cap=0.5, base=0.02), _RETRIES, (LostConnection,))
+    options: dict[str, Any] = {
+        "socket_timeout": None if deadline else timeout,
+        "socket_connect_timeout": timeout,
+        "retry": retry,
+    }
     try:
-        client = module.Redis.from_url(
-            url,
-            socket_timeout=None if deadline else timeout,
-            socket_connect_timeout=timeout,
-            retry=retry,
-        )
+        if max_connections is None:
+            client = module.Redis.from_url(url, **options)
+        else:
+            pool = module.BlockingConnectionPool.from_url(
+                url, max_connections=max_connections, timeout=timeout, **options
+            )
+            client = module.Redis(connection_pool=pool)
     except ValueError:
         pass  # raised below, outside this handler: the parser's error can quote the password
     else:

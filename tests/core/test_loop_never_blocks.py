@@ -24,8 +24,12 @@ from aniki import Agent, Runner, tool
 from aniki.testing import MockProvider
 
 ROOT = Path(__file__).resolve().parents[2]
-LONGEST_GAP = 0.1
-"""Seconds the probe may wait for its turn (it asks for 5 ms)."""
+LONGEST_GAP = 0.25
+"""Seconds the probe may wait for its turn (it asks for 5 ms). Importing a vendor package
+takes 0.6 s (openai) to 1.2 s (anthropic) on a 2-core machine: done on the loop, it would
+show whole. Done in a worker thread, as it is, the loop still waits while that thread holds
+the interpreter lock in a long call into C (pydantic-core building a model's validator):
+55-70 ms on a quiet machine, up to 180 ms on a loaded one."""
 
 
 @contextlib.asynccontextmanager

@@ -185,8 +185,8 @@ async def test_a_resent_redis_batch_is_stored_once_and_the_read_still_answers(
     try:
         session = store.open("resent")
         await fused(session, [user("first")])
-        token = uuid.uuid4()
-        monkeypatch.setattr(_redis_core.uuid, "uuid4", lambda: token)  # the same batch, twice
+        token = uuid.uuid4().hex
+        monkeypatch.setattr(_redis_core, "new_token", lambda: token)  # the same batch, twice
         await fused(session, [user("once")])
         assert contents(await fused(session, [user("once")])) == ["first", "once"]
         assert contents(await resolve(store.open("resent").get_messages())) == ["first", "once"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,16 +35,28 @@ from .workers import STORES
 __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
 
 
+def _loaded(module: str, name: str) -> Any:
+    """``module.name`` if that module is imported already, else ``None``: an object cannot be
+    an instance of a class not loaded yet, and importing it here would be on the loop."""
+    found = sys.modules.get(module)
+    return getattr(found, name, None) if found is not None else None
+
+
 def blocks(session: Any) -> bool:
     """Whether ``session``'s calls may block on I/O, and so should leave the event loop."""
-    from ..sessions.encrypted import EncryptedSession
-    from ..sessions.memory import InMemorySession
-    from ..sessions.policies._policy import SuffixPolicy
-
+    memory = _loaded("aniki.sessions.memory", "InMemorySession")
+    wrappers = tuple(
+        cls
+        for cls in (
+            _loaded("aniki.sessions.policies._policy", "SuffixPolicy"),
+            _loaded("aniki.sessions.encrypted", "EncryptedSession"),
+        )
+        if cls is not None
+    )
     for _ in range(64):  # wrappers of wrappers; a cycle is not a store
-        if type(session) is InMemorySession:  # a subclass may add I/O
+        if memory is not None and type(session) is memory:  # a subclass may add I/O
             return False
-        if isinstance(session, (SuffixPolicy, EncryptedSession)):
+        if wrappers and isinstance(session, wrappers):
             session = session.inner
             continue
         method = getattr(session, "get_messages", None)

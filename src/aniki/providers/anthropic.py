@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -33,6 +34,13 @@ _VENDOR = VendorErrors(
     timeout=anthropic.APITimeoutError,
     connection=anthropic.APIConnectionError,
 )
+
+# The client imports opentelemetry.propagate on its first request, on the event loop, and
+# that import scans every installed package's entry points (60 ms, 180 ms on a busy machine).
+# Imported here instead: the Runner builds a provider named by a string in a worker thread.
+with contextlib.suppress(ImportError):
+    importlib.import_module("opentelemetry.propagate")
+
 # Credentials other than an API key, which the client takes instead of api_key.
 _OTHER_CREDENTIALS = ("auth_token", "credentials", "config", "profile")
 

@@ -209,3 +209,40 @@ def test_a_process_using_run_sync_exits_cleanly() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "connections 1"
     assert done.stderr == ""
+
+
+def test_asyncio_run_per_call_closes_each_loops_client_before_the_loop_closes(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Code without run_sync: a new loop per call, so a new client per call. Each must be
+    # closed while its loop still runs. Kept instead, every closed loop's client (and the
+    # loop, which its connections reference) stayed alive as long as the provider; when
+    # the provider went, each one scheduled its closing on the loop running then and logged
+    # "Task exception was never retrieved ... Event loop is closed".
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gc.collect()  # what earlier tests left behind is not this test's
+    with threaded_server() as server, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        agent: Agent | None = http_agent(server.url)
+
+        async def call(number: int) -> str:
+            assert agent is not None
+            result = await Runner().run(agent, message=f"call {number}", session=InMemorySession())
+            return result.content
+
+        async def drop_the_provider() -> None:
+            nonlocal agent
+            agent = None
+            gc.collect()  # on a running loop, as an application's next request would
+            await asyncio.sleep(0.05)
+
+        with caplog.at_level(logging.WARNING, logger="asyncio"):
+            for number in range(5):
+                assert asyncio.run(call(number)) == f"call {number}"
+            asyncio.run(drop_the_provider())
+            gc.collect()
+        assert len(server.requests) == 5
+    assert [str(w.message) for w in caught] == []
+    assert [r.getMessage() for r in caplog.records] == []
+    assert "never retrieved" not in capfd.readouterr().err

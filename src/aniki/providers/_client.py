@@ -7,6 +7,12 @@ instead of sharing one across loops.
 
 Building a client takes tens of milliseconds (TLS certificates are loaded), so it happens in
 a worker thread while the loop goes on serving other tasks.
+
+A client is closed on its loop before that loop closes, when the loop is shut down as
+``asyncio.run`` shuts it down: an async generator started with the client is finalized by
+``loop.shutdown_asyncgens()``, and closes it. Left to be collected after its loop closed,
+the vendor's client would schedule its own closing on whatever loop runs then, and log a
+"Task exception was never retrieved ... Event loop is closed" traceback per connection.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import contextlib
 import inspect
 import os
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -54,6 +60,9 @@ class PerLoopClient(Generic[C]):
         self._building: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[C]] = (
             weakref.WeakKeyDictionary()
         )
+        self._guards: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, AsyncGenerator[None, None]
+        ] = weakref.WeakKeyDictionary()
         _ALL.add(self)
 
     async def get(self) -> C:
@@ -71,7 +80,25 @@ class PerLoopClient(Generic[C]):
             building = self._building[loop] = SETUP.submit(self._factory)
             building.add_done_callback(lambda done: self._built(loop, done))
         # Shielded: one caller giving up (its run timed out) must not fail the others.
-        return await asyncio.shield(building)
+        client = await asyncio.shield(building)
+        if loop not in self._guards:
+            guard = self._close_at_shutdown(client)
+            await guard.__anext__()  # started: the loop now finalizes it at shutdown
+            self._guards[loop] = guard
+        return client
+
+    async def _close_at_shutdown(self, client: C) -> AsyncGenerator[None, None]:
+        """Waits, at its ``yield``, for the loop's ``shutdown_asyncgens()``; then closes
+        ``client`` unless it was closed or replaced meanwhile."""
+        try:
+            yield
+        finally:
+            loop = asyncio.get_running_loop()
+            self._guards.pop(loop, None)
+            if self._clients.get(loop) is client:
+                del self._clients[loop]
+                with contextlib.suppress(Exception):  # a client that fails to close is gone
+                    await client.close()
 
     def _built(self, loop: asyncio.AbstractEventLoop, done: asyncio.Future[C]) -> None:
         self._building.pop(loop, None)
@@ -80,7 +107,11 @@ class PerLoopClient(Generic[C]):
 
     async def aclose(self) -> None:
         """Close the running loop's client, if it has one; the next call builds a new one."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
+        loop = asyncio.get_running_loop()
+        client = self._clients.pop(loop, None)
+        guard = self._guards.pop(loop, None)
+        if guard is not None:
+            await guard.aclose()  # nothing left for it to close
         if client is not None:
             await client.close()
 

@@ -49,7 +49,7 @@ from .events import (
     ToolCallStarted,
 )
 from .memory import Memory
-from .messages import Message, MessageLike, Role, ToolCall
+from .messages import Attachment, Message, MessageLike, Reasoning, Role, ToolCall
 from .providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, ToolDefinition
 from .reports import ContextReport, ContextTokens
 from .result import RunResult
@@ -83,6 +83,7 @@ __all__ = [
     "AsyncPostgresSession",
     "AsyncRedisSession",
     "AsyncSession",
+    "Attachment",
     "AuthenticationError",
     "BadRequestError",
     "Context",
@@ -107,6 +108,7 @@ __all__ = [
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "Reasoning",
     "RedisSession",
     "Role",
     "RunCompleted",

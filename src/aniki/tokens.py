@@ -33,7 +33,7 @@ from functools import cache
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import UserError
-from .messages import Message, MessageLike, to_message
+from .messages import Attachment, Message, MessageLike, to_message
 from .providers.base import ModelRequest, ModelResponse
 
 __all__ = [
@@ -90,6 +90,46 @@ class TokenCounter(Protocol):
     def count_message(self, message: Message) -> int:
         """The tokens ``message`` costs, its share of the chat format included."""
         ...
+
+
+IMAGE_TOKENS = 1_000
+"""The estimate for one image: providers count by its pixels (OpenAI: 765 tokens for a
+1024 x 1024 image in high detail; Anthropic: width x height / 750, 1,600 at most after
+resizing), which aniki does not decode."""
+
+PDF_TOKENS_PER_KB = 30
+"""The estimate for a PDF, per kilobyte of file (at least one page's 1,500 tokens): both
+APIs send each page as text plus an image of it, 1,500 to 3,000 tokens a page."""
+
+URL_DOCUMENT_TOKENS = 3_000
+"""The estimate for a document given by URL, whose size aniki cannot see."""
+
+AUDIO_BYTES_PER_TOKEN = {"audio/wav": 3_200, "audio/mpeg": 1_600}
+"""Audio at about 10 tokens a second: 16 kHz 16-bit WAV, 128 kbit/s MP3."""
+
+
+def attachment_tokens(part: Attachment, count_text: Callable[[str], int]) -> int:
+    """The estimate for one attachment (see :data:`IMAGE_TOKENS` and the others)."""
+    if part.kind == "image":
+        return IMAGE_TOKENS
+    if part.data is None:
+        return URL_DOCUMENT_TOKENS
+    if part.media_type == "text/plain":
+        return count_text(part.data.decode("utf-8", errors="replace"))
+    if part.kind == "audio":
+        return math.ceil(len(part.data) / AUDIO_BYTES_PER_TOKEN[part.media_type])
+    return max(1_500, math.ceil(len(part.data) / 1024 * PDF_TOKENS_PER_KB))
+
+
+def extra_tokens(message: Message, count_text: Callable[[str], int]) -> int:
+    """What ``message`` costs beyond its text and tool calls: attachments and reasoning
+    (its text, or a redacted payload's length in characters / 4)."""
+    if not message.attachments and not message.reasoning:
+        return 0
+    total = sum(attachment_tokens(part, count_text) for part in message.attachments)
+    for part in message.reasoning:
+        total += count_text(part.text) + count_text(part.redacted or "")
+    return total
 
 
 class _CountCache:
@@ -206,7 +246,7 @@ class EstimatingCounter:
             total += (
                 self.per_tool_call + self.count_text(call.name) + self.count_text(call.arguments)
             )
-        return total
+        return total + extra_tokens(message, self.count_text)
 
     def __repr__(self) -> str:
         return (
@@ -271,7 +311,7 @@ class TiktokenCounter:
         total = 3 + self.count_text(message.role) + self.count_text(message.content)
         for call in message.tool_calls:
             total += 3 + self.count_text(call.name) + self.count_text(call.arguments)
-        return total
+        return total + extra_tokens(message, self.count_text)
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.encoding!r})"

@@ -527,3 +527,21 @@ async def test_a_silent_redis_hint_names_no_argument(tmp_path: Path) -> None:
         server.close()
     assert code == EXIT_FAILED
     assert "did not answer in time" in err and "timeout=" not in err
+
+
+async def test_show_and_export_name_each_attachment_and_export_keeps_them(tmp_path: Path) -> None:
+    from aniki import Attachment, Reasoning
+
+    png = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001")
+    messages = [
+        Message("user", "", attachments=(Attachment("image/png", data=png, name="dot.png"),)),
+        Message("assistant", "A dot.", reasoning=(Reasoning("tiny", signature="s"),)),
+    ]
+    SQLiteSession("pics", path=store_path(tmp_path)).add_messages(messages)
+    code, out, _ = await run(tmp_path, "sessions", "show", "pics")
+    assert code == 0
+    assert "image/png, 20 bytes, dot.png" in out
+    assert "1 reasoning block(s) kept" in out
+    code, out, _ = await run(tmp_path, "sessions", "export", "pics", "--format", "jsonl")
+    assert code == 0
+    assert [Message.from_dict(json.loads(line)) for line in out.splitlines()] == messages

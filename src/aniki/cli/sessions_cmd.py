@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import StoreError
-from ..messages import Message
+from ..messages import Attachment, Message
 from ..sessions._codec import redact as redact_url
 from ..tokens import count_tokens
 from ._common import (
@@ -248,7 +248,17 @@ def _print_message(message: Message) -> None:
         console.print(plain(message.content), markup=False)
     for call in message.tool_calls:
         console.print(f"  → {text(call.name)}({text(call.arguments)}) [dim]{text(call.id)}[/]")
+    for part in message.attachments:
+        console.print(f"  [dim]📎 {text(_described(part))}[/]")
+    if message.reasoning:
+        console.print(f"  [dim]({len(message.reasoning)} reasoning block(s) kept)[/]")
     console.print()
+
+
+def _described(part: Attachment) -> str:
+    """An attachment in one line: its type, its size or URL, and its name."""
+    where = f"{len(part.data):,} bytes" if part.data is not None else f"at {part.url}"
+    return f"{part.media_type}, {where}" + (f", {part.name}" if part.name else "")
 
 
 def render(session_id: str, messages: Sequence[Message], fmt: str) -> str:
@@ -274,4 +284,6 @@ def render(session_id: str, messages: Sequence[Message], fmt: str) -> str:
             parts.append(message.content + "\n")
         for call in message.tool_calls:
             parts.append(f"- tool call `{call.name}` `{call.id}`: `{call.arguments}`\n")
+        for part in message.attachments:
+            parts.append(f"- attachment: {_described(part)}\n")
     return "\n".join(parts)

@@ -7,12 +7,13 @@ message, since a tool turn's results must all come back in a single ``user`` mes
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import UserError
-from ..messages import Message
+from ..messages import Attachment, Message, Reasoning
 from ..usage import Usage
 from ._anthropic_cache import add_breakpoints
 from ._stream import (
@@ -70,11 +71,19 @@ def tool_input(arguments: str) -> dict[str, Any]:
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
+    attached = [_attachment_block(part) for part in message.attachments]
     if message.role == "tool":
-        return [
-            {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
-        ]
-    blocks: list[dict[str, Any]] = []
+        if not attached:
+            content: Any = message.content
+        else:
+            content = [{"type": "text", "text": message.content}] if message.content else []
+            content += attached
+        return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": content}]
+    # Thinking goes back first, as it came; only Anthropic's own (signed, or redacted) is
+    # taken back: reasoning another provider wrote into the same history is left out.
+    blocks: list[dict[str, Any]] = [_thinking_block(part) for part in message.reasoning]
+    blocks = [block for block in blocks if block]
+    blocks += attached  # images and documents before the text that asks about them
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     blocks += [
@@ -82,6 +91,45 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         for call in message.tool_calls
     ]
     return blocks
+
+
+def _thinking_block(part: Reasoning) -> dict[str, Any]:
+    if part.redacted is not None:
+        return {"type": "redacted_thinking", "data": part.redacted}
+    if part.signature is None:
+        return {}
+    return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+
+
+def _attachment_block(part: Attachment) -> dict[str, Any]:
+    """One attachment as a Messages API content block."""
+    if part.kind == "audio":
+        raise UserError(
+            f"the Anthropic Messages API does not take audio ({part.media_type}); "
+            "transcribe it first, or use a provider that takes audio (openai)"
+        )
+    if part.media_type == "text/plain":
+        if part.data is None:
+            raise UserError(
+                f"the Anthropic Messages API takes a text document only inline, not by URL "
+                f"({part.url}); pass its bytes with data="
+            )
+        try:
+            text = part.data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(
+                f"the text/plain attachment {part.name or ''!r} is not UTF-8 text"
+            ) from None
+        source: dict[str, Any] = {"type": "text", "media_type": "text/plain", "data": text}
+    elif part.data is not None:
+        encoded = base64.b64encode(part.data).decode("ascii")
+        source = {"type": "base64", "media_type": part.media_type, "data": encoded}
+    else:
+        source = {"type": "url", "url": part.url}
+    block = {"type": "image" if part.kind == "image" else "document", "source": source}
+    if part.kind == "document" and part.name:
+        block["title"] = part.name
+    return block
 
 
 EARLIER = "(earlier conversation omitted)"
@@ -252,10 +300,13 @@ def parse_message(data: Any) -> ModelResponse:
     if not isinstance(content, list):
         raise MalformedReply("the reply has no content list")
     text: list[str] = []
+    reasoning: list[Reasoning] = []
     calls = ToolCallAssembler()
     for index, raw in enumerate(content):
         block = require_mapping(raw, "a content block")
-        if block.get("type") == "text":
+        if block.get("type") in ("thinking", "redacted_thinking"):
+            reasoning.append(_reasoning(block))
+        elif block.get("type") == "text":
             text.append(_text(block.get("text"), "a text block"))
         elif block.get("type") == "tool_use":
             calls.add(
@@ -264,7 +315,7 @@ def parse_message(data: Any) -> ModelResponse:
                 name=_text(block.get("name"), "tool_use name"),
                 arguments=_arguments(block.get("input", {})),
             )
-        # thinking and server-tool blocks carry nothing aniki keeps
+        # server-tool blocks carry nothing aniki keeps
     model = data.get("model")
     return ModelResponse(
         content="".join(text),
@@ -272,6 +323,18 @@ def parse_message(data: Any) -> ModelResponse:
         usage=_usage(data.get("usage")),
         finish_reason=finish_reason(data.get("stop_reason")),
         model=model if isinstance(model, str) else None,
+        reasoning=tuple(reasoning),
+    )
+
+
+def _reasoning(block: Mapping[str, Any]) -> Reasoning:
+    """A ``thinking`` or ``redacted_thinking`` block, verbatim."""
+    if block.get("type") == "redacted_thinking":
+        return Reasoning(redacted=_text(block.get("data"), "redacted_thinking data"))
+    signature = block.get("signature")
+    return Reasoning(
+        _text(block.get("thinking"), "a thinking block"),
+        signature=_text(signature, "thinking signature") if signature is not None else None,
     )
 
 
@@ -283,6 +346,7 @@ class EventAccumulator:
 
     def __init__(self) -> None:
         self._text: list[str] = []
+        self._thinking: dict[int, dict[str, Any]] = {}  # by block index, in arrival order
         self._calls = ToolCallAssembler()
         self._start_usage: dict[str, Any] = {}
         self._end_usage: dict[str, Any] = {}
@@ -331,6 +395,8 @@ class EventAccumulator:
             text = _text(block.get("text"), "a text block")
             self._text.append(text)
             return text
+        if block.get("type") in ("thinking", "redacted_thinking"):
+            self._thinking[self._index(event)] = dict(block)
         return ""
 
     def _delta(self, event: dict[str, Any]) -> str:
@@ -343,6 +409,16 @@ class EventAccumulator:
             self._calls.add(
                 self._index(event), arguments=_text(delta.get("partial_json"), "partial_json")
             )
+        elif delta.get("type") in ("thinking_delta", "signature_delta"):
+            block = self._thinking.get(self._index(event))
+            if block is None:
+                raise MalformedReply(f"a {delta.get('type')} for a block that is not thinking")
+            if delta["type"] == "thinking_delta":
+                block["thinking"] = str(block.get("thinking") or "") + _text(
+                    delta.get("thinking"), "thinking_delta.thinking"
+                )
+            else:
+                block["signature"] = _text(delta.get("signature"), "signature_delta.signature")
         return ""
 
     def finish(self) -> ModelResponse:
@@ -355,4 +431,5 @@ class EventAccumulator:
             usage=_usage(_merged_usage(self._start_usage, self._end_usage)),
             finish_reason=finish_reason(self._stop_reason),
             model=self._model,
+            reasoning=tuple(_reasoning(block) for block in self._thinking.values()),
         )

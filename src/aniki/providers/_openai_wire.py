@@ -6,12 +6,13 @@ reads the JSON the server sent (as plain dicts), whole or as stream chunks.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from ..errors import UserError
-from ..messages import Message
+from ..messages import Attachment, Message, Reasoning
 from ..usage import Usage
 from ._stream import (
     IncompleteStream,
@@ -41,7 +42,24 @@ _SAME_NAME = ("temperature", "top_p", "seed", "presence_penalty", "frequency_pen
 
 
 def message_to_wire(message: Message) -> dict[str, Any]:
-    """One message in the Chat Completions format; tool-call arguments go out verbatim."""
+    """One message in the Chat Completions format; tool-call arguments go out verbatim.
+
+    Attachments of a user message become content parts (images, PDFs and audio inline or,
+    for images, by URL; a text document as a text part). Reasoning is not sent: the format
+    has no place for it (servers that stream ``reasoning_content`` refuse it back).
+    """
+    if message.attachments:
+        if message.role == "tool":
+            raise UserError(
+                "the Chat Completions API takes only text in a tool result, and a tool "
+                f"returned {_kinds(message.attachments)}; return text from that tool, or use "
+                "a provider that takes them (anthropic)"
+            )
+        parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+        parts = (parts if message.content else []) + [
+            _attachment_part(part) for part in message.attachments
+        ]
+        return {"role": message.role, "content": parts}
     if message.role == "assistant" and message.tool_calls:
         return {
             "role": "assistant",
@@ -58,6 +76,44 @@ def message_to_wire(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     return {"role": message.role, "content": message.content}
+
+
+def _kinds(attachments: tuple[Attachment, ...]) -> str:
+    return " and ".join(sorted({f"{part.kind} ({part.media_type})" for part in attachments}))
+
+
+def _attachment_part(part: Attachment) -> dict[str, Any]:
+    """One attachment as a Chat Completions content part."""
+    if part.kind == "image":
+        url = part.url if part.url is not None else _data_url(part)
+        return {"type": "image_url", "image_url": {"url": url}}
+    if part.data is None:
+        raise UserError(
+            f"the Chat Completions API takes a {part.kind} ({part.media_type}) only inline, not "
+            f"by URL ({part.url}); pass its bytes with data="
+        )
+    if part.media_type == "text/plain":
+        try:
+            text = part.data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(
+                f"the text/plain attachment {part.name or ''!r} is not UTF-8 text"
+            ) from None
+        heading = f"[{part.name}]\n" if part.name else ""
+        return {"type": "text", "text": heading + text}
+    encoded = base64.b64encode(part.data).decode("ascii")
+    if part.kind == "audio":
+        audio_format = "wav" if part.media_type == "audio/wav" else "mp3"
+        return {"type": "input_audio", "input_audio": {"data": encoded, "format": audio_format}}
+    return {
+        "type": "file",
+        "file": {"filename": part.name or "document.pdf", "file_data": _data_url(part)},
+    }
+
+
+def _data_url(part: Attachment) -> str:
+    assert part.data is not None
+    return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
 
 
 def tool_to_wire(tool: ToolDefinition) -> dict[str, Any]:
@@ -211,6 +267,7 @@ def parse_completion(data: Any) -> ModelResponse:
         )
     content = _text(message.get("content"), "message.content")
     refusal = _text(message.get("refusal"), "message.refusal")
+    thinking = _text(message.get("reasoning_content"), "message.reasoning_content")
     model = data.get("model")
     return ModelResponse(
         content=content or refusal,
@@ -218,6 +275,7 @@ def parse_completion(data: Any) -> ModelResponse:
         usage=_usage(data.get("usage")),
         finish_reason=_text(choice.get("finish_reason"), "finish_reason") or None,
         model=model if isinstance(model, str) else None,
+        reasoning=(Reasoning(thinking),) if thinking else (),
     )
 
 
@@ -231,6 +289,7 @@ class ChunkAccumulator:
     def __init__(self) -> None:
         self._text: list[str] = []
         self._refusal: list[str] = []
+        self._thinking: list[str] = []  # reasoning_content (llama.cpp, vLLM, DeepSeek)
         self._calls = ToolCallAssembler()
         self._usage: Usage | None = None
         self._model: str | None = None
@@ -263,6 +322,9 @@ class ChunkAccumulator:
         refusal = _text(delta.get("refusal"), "delta.refusal")
         if refusal:
             self._refusal.append(refusal)
+        thinking = _text(delta.get("reasoning_content"), "delta.reasoning_content")
+        if thinking:
+            self._thinking.append(thinking)
         fragments = delta.get("tool_calls") or []
         if not isinstance(fragments, list):
             raise MalformedReply("delta.tool_calls is not a list")
@@ -293,4 +355,5 @@ class ChunkAccumulator:
             usage=self._usage,
             finish_reason=self.finish_reason,
             model=self._model,
+            reasoning=(Reasoning("".join(self._thinking)),) if self._thinking else (),
         )

@@ -8,7 +8,7 @@ from typing import Any, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 from ..errors import ValidationError
 from ..events import TextDelta
-from ..messages import Message, ToolCall
+from ..messages import Message, Reasoning, ToolCall
 from ..usage import Usage
 
 __all__ = [
@@ -104,11 +104,18 @@ class ModelResponse:
     """Why the model stopped (``"stop"``, ``"tool_calls"``, ``"length"``, ...)."""
     model: str | None = None
     """The model that answered, when the provider said."""
+    reasoning: tuple[Reasoning, ...] = ()
+    """The model's thinking before the reply, verbatim (signatures included)."""
 
     def to_message(self) -> Message:
         """The reply as an assistant :class:`~aniki.Message`."""
         try:
-            return Message(role="assistant", content=self.content, tool_calls=self.tool_calls)
+            return Message(
+                role="assistant",
+                content=self.content,
+                tool_calls=self.tool_calls,
+                reasoning=self.reasoning,
+            )
         except ValidationError as exc:
             raise ValidationError(
                 f"the model's reply is not a valid assistant message "

@@ -51,8 +51,10 @@ __all__ = [
 _DECODER = json.JSONDecoder()
 _TEXT_ROLES = frozenset({"system", "user", "assistant"})
 
-SCHEMA_VERSION = 1
-"""The layout version of stored data. Stores refuse data with a higher one."""
+SCHEMA_VERSION = 2
+"""The layout version of stored data. Stores refuse data with a higher one, and stamp an
+older store with this one when they first write to it. Version 2: a record may hold
+``attachments`` and ``reasoning`` (which version 1 would read as damaged)."""
 
 MAX_ID_LENGTH = 1024
 """The longest session id (in characters) any built-in store accepts."""
@@ -71,6 +73,8 @@ def encode_message(message: Message) -> str:
     Written out by hand because appends are hot: this is several times faster than
     ``json.dumps`` and gives the same text (a test holds them equal).
     """
+    if message.attachments or message.reasoning:  # rare, and large: the plain encoder
+        return _ENCODER.encode(message.to_dict())
     text = f'{{"role":"{message.role}","content":{_quote(message.content)}'
     if message.tool_calls:
         calls = ",".join(

@@ -391,6 +391,13 @@ class FileSession:
             write_at(fd, fresh, 0)
             return 0, len(fresh)
         self._read_records(fd, head)
+        generation, length = head
+        current = header(self._id, generation)
+        if len(current) == length and os.pread(fd, length, 0) != current:
+            # Written by an older aniki: stamped with this version before anything of it is
+            # added (same length, so the records stay where they are). Not write_at, which
+            # cuts the file at the offset when a write fails.
+            os.pwrite(fd, current, 0)
         return head
 
     def _refresh(self, fd: int) -> None:

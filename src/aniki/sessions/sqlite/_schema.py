@@ -63,7 +63,12 @@ CREATE TABLE aniki_session_meta (
 
 # Step i upgrades a file from schema version i to i + 1, inside one transaction; the
 # current version is len(MIGRATIONS). Append a step for every layout change, never edit one.
-MIGRATIONS: list[str] = [_V1]
+_V2 = """
+-- Version 2: a message's JSON may hold attachments and reasoning. No table changes: the
+-- version keeps out an older aniki, which would read such records as damaged.
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2]
 
 _HEADER = b"SQLite format 3\x00"
 

@@ -41,6 +41,7 @@ from .errors import (
     ValidationError,
 )
 from .events import (
+    ReasoningDelta,
     RunCompleted,
     StreamEvent,
     StreamRestarted,
@@ -109,6 +110,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "Reasoning",
+    "ReasoningDelta",
     "RedisSession",
     "Role",
     "RunCompleted",

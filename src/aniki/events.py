@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .result import RunResult
 
 __all__ = [
+    "ReasoningDelta",
     "RunCompleted",
     "StreamEvent",
     "StreamRestarted",
@@ -26,6 +27,19 @@ class TextDelta:
 
     text: str
     """The new text; concatenating a turn's deltas gives its reply."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's thinking, as it streams (before the reply text it leads to).
+
+    The whole of it is on the assistant message once the turn completes
+    (:attr:`Message.reasoning <aniki.Message.reasoning>`), stored with it; deltas of a turn
+    that is retried (:class:`StreamRestarted`) are void, like its text.
+    """
+
+    text: str
+    """The new thinking text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +77,7 @@ class RunCompleted:
 
 
 StreamEvent: TypeAlias = (
-    "TextDelta | ToolCallStarted | ToolCallCompleted | StreamRestarted | RunCompleted"
+    "TextDelta | ReasoningDelta | ToolCallStarted | ToolCallCompleted | StreamRestarted"
+    " | RunCompleted"
 )
 """Any event a :class:`~aniki.StreamedRun` yields."""

@@ -332,3 +332,74 @@ async def test_thinking_in_a_reply_is_kept_verbatim_whole_or_streamed(server: Fa
     streamed = [item async for item in anthropic(server).stream(request)][-1]
     assert isinstance(streamed, ModelResponse)
     assert (streamed.content, streamed.reasoning) == ("5", expected)
+
+
+# --- streamed reasoning ----------------------------------------------------------------
+
+
+async def test_a_streamed_run_sends_reasoning_deltas_first_and_stores_the_reasoning() -> None:
+    from aniki import Agent, InMemorySession, ReasoningDelta, Runner, TextDelta
+    from aniki.testing import MockProvider
+
+    provider = MockProvider()
+    provider.enqueue_response("5", reasoning=[Reasoning("2 + 3 ", signature="s1"), "is 5."])
+    session = InMemorySession()
+    agent = Agent("Adder", "Add.", model="m", provider=provider)
+    events = [event async for event in Runner().stream(agent, message="2 + 3?", session=session)]
+    shown = [
+        (type(e).__name__, e.text) for e in events if isinstance(e, (TextDelta, ReasoningDelta))
+    ]
+    assert shown == [
+        ("ReasoningDelta", "2 + 3 "),
+        ("ReasoningDelta", "is 5."),
+        ("TextDelta", "5"),
+    ]
+    stored = session.get_messages()[-1]
+    assert stored.reasoning == (Reasoning("2 + 3 ", signature="s1"), Reasoning("is 5."))
+
+
+async def test_providers_stream_thinking_as_reasoning_deltas(server: FakeServer) -> None:
+    from aniki import ReasoningDelta
+
+    server.enqueue(
+        Stream(
+            oai.events(
+                oai.chunk({"role": "assistant", "reasoning_content": "Two "}),
+                oai.chunk({"reasoning_content": "and two."}),
+                oai.chunk({"content": "4"}),
+                oai.chunk(finish_reason="stop"),
+            )
+        )
+    )
+    request = ModelRequest(model="m", messages=(Message("user", "2 + 2?"),))
+    items = [item async for item in openai(server).stream(request)]
+    assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Two ", "and two."]
+    server.enqueue(
+        Stream(
+            [
+                anth.message_start(),
+                anth.block_start(0, {"type": "thinking", "thinking": ""}),
+                *(
+                    anth.event(
+                        {
+                            "type": "content_block_delta",
+                            "index": 0,
+                            "delta": {"type": "thinking_delta", "thinking": piece},
+                        }
+                    )
+                    for piece in ("Let ", "me add.")
+                ),
+                anth.block_stop(0),
+                anth.block_start(1, anth.text_block("")),
+                anth.text_delta(1, "5"),
+                anth.block_stop(1),
+                anth.message_delta(),
+                anth.message_stop(),
+            ]
+        )
+    )
+    items = [item async for item in anthropic(server).stream(request)]
+    assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Let ", "me add."]
+    final = items[-1]
+    assert isinstance(final, ModelResponse)
+    assert final.reasoning == (Reasoning("Let me add."),)

@@ -30,7 +30,14 @@ from ..errors import (
     StreamInterruptedError,
 )
 from ..errors import ValidationError as MessageValidationError
-from ..events import StreamEvent, StreamRestarted, TextDelta, ToolCallCompleted, ToolCallStarted
+from ..events import (
+    ReasoningDelta,
+    StreamEvent,
+    StreamRestarted,
+    TextDelta,
+    ToolCallCompleted,
+    ToolCallStarted,
+)
 from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider
 from ..reports import ReportBuilder
@@ -243,7 +250,7 @@ async def _stream_once(plan: RunPlan, request: ModelRequest, received: list[bool
     response: ModelResponse | None = None
     async for item in _provider(plan).stream(request):
         received[0] = True
-        if isinstance(item, TextDelta):
+        if isinstance(item, (TextDelta, ReasoningDelta)):
             if response is not None:
                 raise StreamInterruptedError("the provider sent text after its final reply")
             if item.text and plan.emit is not None:
@@ -253,7 +260,7 @@ async def _stream_once(plan: RunPlan, request: ModelRequest, received: list[bool
         else:
             raise ProviderError(
                 f"the provider's stream yielded {type(item).__name__}; "
-                "expected TextDelta items and a final ModelResponse"
+                "expected TextDelta and ReasoningDelta items and a final ModelResponse"
             )
     if response is None:
         raise StreamInterruptedError(

@@ -347,6 +347,7 @@ class EventAccumulator:
     def __init__(self) -> None:
         self._text: list[str] = []
         self._thinking: dict[int, dict[str, Any]] = {}  # by block index, in arrival order
+        self._new_thinking: list[str] = []
         self._calls = ToolCallAssembler()
         self._start_usage: dict[str, Any] = {}
         self._end_usage: dict[str, Any] = {}
@@ -414,12 +415,17 @@ class EventAccumulator:
             if block is None:
                 raise MalformedReply(f"a {delta.get('type')} for a block that is not thinking")
             if delta["type"] == "thinking_delta":
-                block["thinking"] = str(block.get("thinking") or "") + _text(
-                    delta.get("thinking"), "thinking_delta.thinking"
-                )
+                piece = _text(delta.get("thinking"), "thinking_delta.thinking")
+                block["thinking"] = str(block.get("thinking") or "") + piece
+                self._new_thinking.append(piece)
             else:
                 block["signature"] = _text(delta.get("signature"), "signature_delta.signature")
         return ""
+
+    def take_reasoning(self) -> str:
+        """The thinking text fed since the last call."""
+        new, self._new_thinking = "".join(self._new_thinking), []
+        return new
 
     def finish(self) -> ModelResponse:
         """The whole reply; :class:`IncompleteStream` if ``message_stop`` never came."""

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from typing import Any, Protocol
 
 from ..errors import ProviderError, UserError
-from ..events import TextDelta
+from ..events import ReasoningDelta, TextDelta
 from ._errors import ErrorContext, VendorErrors, redact, scrub, stream_interrupted, translate
 from ._stream import MalformedReply, describe_stream_failure, guarded, undecodable_json
 from .base import ModelResponse, ModelStreamEvent
@@ -26,6 +26,10 @@ class Accumulator(Protocol):
 
     def feed(self, item: Any) -> str:
         """Take one item (as plain JSON data); return the text it adds."""
+        ...
+
+    def take_reasoning(self) -> str:
+        """The thinking text fed since the last call (often empty)."""
         ...
 
     def finish(self) -> ModelResponse:
@@ -114,6 +118,9 @@ async def stream_call(
                     text = accumulator.feed(plain(item))
                 except MalformedReply as exc:
                     raise interrupted(exc) from exc
+                thinking = accumulator.take_reasoning()
+                if thinking:
+                    yield ReasoningDelta(thinking)
                 if text:
                     yield TextDelta(text)
         try:

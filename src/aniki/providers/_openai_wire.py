@@ -290,6 +290,7 @@ class ChunkAccumulator:
         self._text: list[str] = []
         self._refusal: list[str] = []
         self._thinking: list[str] = []  # reasoning_content (llama.cpp, vLLM, DeepSeek)
+        self._thinking_taken = 0
         self._calls = ToolCallAssembler()
         self._usage: Usage | None = None
         self._model: str | None = None
@@ -344,6 +345,12 @@ class ChunkAccumulator:
         if finish:
             self.finish_reason = finish
         return text
+
+    def take_reasoning(self) -> str:
+        """The reasoning text fed since the last call."""
+        new = "".join(self._thinking[self._thinking_taken :])
+        self._thinking_taken = len(self._thinking)
+        return new
 
     def finish(self) -> ModelResponse:
         """The whole reply; :class:`IncompleteStream` if the stream never said it finished."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 from ..errors import ValidationError
-from ..events import TextDelta
+from ..events import ReasoningDelta, TextDelta
 from ..messages import Message, Reasoning, ToolCall
 from ..usage import Usage
 
@@ -124,8 +124,8 @@ class ModelResponse:
             ) from None
 
 
-ModelStreamEvent: TypeAlias = "TextDelta | ModelResponse"
-"""What ``Provider.stream`` yields: text deltas, then the whole reply as its last item."""
+ModelStreamEvent: TypeAlias = "TextDelta | ReasoningDelta | ModelResponse"
+"""What ``Provider.stream`` yields: text and reasoning deltas, then the whole reply last."""
 
 
 @runtime_checkable

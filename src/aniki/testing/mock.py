@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from ..errors import UserError
-from ..events import TextDelta
-from ..messages import ToolCall
+from ..events import ReasoningDelta, TextDelta
+from ..messages import Reasoning, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelStreamEvent
 from ..usage import Usage
 
@@ -38,12 +38,18 @@ class MockReply:
     """Seconds to sleep (``asyncio.sleep``) before replying."""
     finish_reason: str | None = field(default=None)
     """The finish reason to report (default: ``"tool_calls"`` or ``"stop"``)."""
+    reasoning: tuple[Reasoning, ...] = ()
+    """The thinking the reply carries; ``stream`` sends its text as ``ReasoningDelta`` first."""
 
     def response(self) -> ModelResponse:
         """The reply as the :class:`ModelResponse` a provider returns."""
         finish = self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
         return ModelResponse(
-            content=self.content, tool_calls=self.tool_calls, usage=self.usage, finish_reason=finish
+            content=self.content,
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            finish_reason=finish,
+            reasoning=self.reasoning,
         )
 
     def stream_chunks(self) -> list[str]:
@@ -126,6 +132,7 @@ class MockProvider:
         chunks: Sequence[str] | None = None,
         error: BaseException | None = None,
         delay: float = 0.0,
+        reasoning: Sequence[Reasoning | str] = (),
     ) -> None:
         """Queue one reply.
 
@@ -139,6 +146,8 @@ class MockProvider:
             chunks: how ``stream`` delivers ``content`` (default: one chunk per word).
             error: raised instead of replying; in a stream, after the chunks.
             delay: seconds to sleep first.
+            reasoning: the model's thinking before the reply: ``Reasoning`` objects or text
+                (``stream`` sends it as ``ReasoningDelta`` events before the text).
         """
         if usage is not None and not isinstance(usage, Usage):
             usage = _usage(usage)
@@ -150,6 +159,9 @@ class MockProvider:
                 chunks=tuple(chunks) if chunks is not None else None,
                 error=error,
                 delay=delay,
+                reasoning=tuple(
+                    part if isinstance(part, Reasoning) else Reasoning(part) for part in reasoning
+                ),
             )
         )
 
@@ -173,12 +185,18 @@ class MockProvider:
         """Record ``request`` and stream the next reply chunk by chunk."""
         reply = await self._next(request, "stream")
         if isinstance(reply, ModelResponse):
+            for part in reply.reasoning:
+                if part.text:
+                    yield ReasoningDelta(part.text)
             if reply.content:
                 yield TextDelta(reply.content)
             yield reply
             return
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        for part in reply.reasoning:
+            if part.text:
+                yield ReasoningDelta(part.text)
         for chunk in reply.stream_chunks():
             yield TextDelta(chunk)
             await asyncio.sleep(0)

@@ -70,3 +70,12 @@ def test_run_sync_is_compared_with_await_run_for_both_providers(tmp_path: Path) 
         for way in ("await run", "run_sync", "asyncio.run per call"):
             assert (provider, way) in ways, (provider, way, rows)
     assert all(float(row[2]) > 0 for row in rows), rows
+
+
+def test_attachments_compares_each_store_with_and_without_images(tmp_path: Path) -> None:
+    rows = _rows("bench_attachments.py", tmp_path)
+    kinds = {(row[0], row[1]) for row in rows}
+    for store in ("sqlite", "file", "redis", "postgres"):
+        assert (store, "text only") in kinds, rows
+        assert (store, "every 5th with 200 KB") in kinds, rows
+    assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"

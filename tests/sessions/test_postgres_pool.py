@@ -187,3 +187,33 @@ def test_a_full_pool_is_a_clear_store_error(tag: str) -> None:
                 assert time.monotonic() - started < 1.5
 
     asyncio.run(main())
+
+
+def test_connecting_to_a_server_that_never_answers_ends_within_the_timeout() -> None:
+    from urllib.parse import urlsplit
+
+    from ..reliability.tcp_proxy import TcpProxy
+
+    parts = urlsplit(postgres_dsn())
+    with TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        proxy.freeze()  # accepts the connection, forwards nothing: libpq waits for a reply
+        user = parts.username or "postgres"
+        dsn = f"postgresql://{user}@127.0.0.1:{proxy.port}{parts.path}"
+
+        async def main() -> float:
+            pool = AsyncConnections(dsn, max_size=1, connect_timeout=True)
+            started = time.monotonic()
+            with pytest.raises(PoolTimeout, match=r"could not connect within 0\.5 s"):
+                async with pool.connection(0.5):
+                    pass
+            elapsed = time.monotonic() - started
+            # The place the failed connection held was given back: this one tries to connect
+            # too, rather than waiting for a connection that will never come back.
+            with pytest.raises(PoolTimeout, match="could not connect"):
+                async with pool.connection(0.3):
+                    pass
+            await pool.close()
+            return elapsed
+
+        # libpq alone would wait its whole connect_timeout (2 s at least)
+        assert asyncio.run(main()) < 1.5

@@ -113,10 +113,17 @@ class AsyncConnections:
             raise
 
     async def _connect(self, timeout: float) -> psycopg.AsyncConnection[Any]:
+        """A new connection, within ``timeout`` (libpq's own ``connect_timeout`` counts whole
+        seconds, at least 2, so the wait is cut here as well)."""
         options: dict[str, Any] = {"autocommit": True}
         if self._connect_timeout:
             options["connect_timeout"] = max(2, math.ceil(timeout))
-        return await self._psycopg.AsyncConnection.connect(self.conninfo, **options)
+        try:
+            return await within(
+                timeout, self._psycopg.AsyncConnection.connect(self.conninfo, **options)
+            )
+        except asyncio.TimeoutError:
+            raise self._pool_timeout(f"could not connect within {timeout:.1f} s") from None
 
     def _give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
         from psycopg.pq import TransactionStatus

@@ -145,6 +145,8 @@ class _CountCache:
         self._lock = threading.Lock()
 
     def get_or_count(self, message: Message, count: Callable[[Message], int]) -> int:
+        if message.attachments:  # not kept: the cache would keep their bytes alive
+            return count(message)
         with self._lock:
             cached = self._counts.get(message)
             if cached is not None:

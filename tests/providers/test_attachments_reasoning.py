@@ -403,3 +403,14 @@ async def test_providers_stream_thinking_as_reasoning_deltas(server: FakeServer)
     final = items[-1]
     assert isinstance(final, ModelResponse)
     assert final.reasoning == (Reasoning("Let me add."),)
+
+
+def test_a_counter_does_not_keep_attachments_alive() -> None:
+    counter = EstimatingCounter()
+    data = bytes(1000) + b"unique to this test"
+    message = Message("user", "look", attachments=(Attachment("image/png", data=data),))
+    first = counter.count_message(message)
+    assert counter.count_message(message) == first
+    assert counter.count_message(Message("user", "text only")) > 0
+    # Only the text-only message's count is kept: a kept message would keep its bytes alive.
+    assert len(counter._cache) == 1

@@ -18,6 +18,13 @@ EXPECTED = {
     "streaming.py": ["Once upon a time", "['user', 'assistant', 'user']"],
     "tools.py": ["get_weather", "validated output: Forecast(city='Oslo'"],
     "providers.py": ["No provider is configured"],
+    "attachments.py": [
+        "(thinking) The image is 1 x 1",
+        "It is a single red pixel",
+        "stored: Attachment('image/png', data=<",
+        "name='pixel.png')",
+        "stored reasoning: ['The image is 1 x 1; its only pixel is pure red.']",
+    ],
 }
 
 

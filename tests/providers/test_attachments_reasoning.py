@@ -414,3 +414,12 @@ def test_a_counter_does_not_keep_attachments_alive() -> None:
     assert counter.count_message(Message("user", "text only")) > 0
     # Only the text-only message's count is kept: a kept message would keep its bytes alive.
     assert len(counter._cache) == 1
+
+
+def test_thinking_only_opens_an_assistant_turn_when_two_replies_share_one() -> None:
+    from aniki.providers._anthropic_wire import messages_to_wire
+
+    first = Message("assistant", "One.", reasoning=(Reasoning("a", signature="s1"),))
+    second = Message("assistant", "Two.", reasoning=(Reasoning("b", signature="s2"),))
+    _, wire = messages_to_wire((Message("user", "Go"), first, second))
+    assert [block["type"] for block in wire[1]["content"]] == ["thinking", "text", "text"]

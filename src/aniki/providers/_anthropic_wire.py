@@ -146,6 +146,8 @@ def messages_to_wire(messages: tuple[Message, ...]) -> tuple[Any, list[dict[str,
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)
         if wire and wire[-1]["role"] == role:
+            if role == "assistant":  # thinking may only open a turn: a later one's is left out
+                blocks = [b for b in blocks if b["type"] not in ("thinking", "redacted_thinking")]
             wire[-1]["content"] += blocks
         else:
             wire.append({"role": role, "content": blocks})

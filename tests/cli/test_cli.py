@@ -256,3 +256,25 @@ async def test_chat_shows_what_each_call_was_sent(tmp_path: Path) -> None:
     assert len(lines) == 2  # one per reply while on
     assert "1 of 1 messages sent" in lines[0] and "prefix kept" in lines[0]
     assert "3 of 3 messages sent" in lines[1]
+
+
+async def test_chat_shows_the_models_thinking_before_its_reply_and_keeps_it(
+    tmp_path: Path,
+) -> None:
+    def handle(request: RecordedRequest) -> Stream:
+        return Stream(
+            oai.events(
+                oai.chunk({"role": "assistant", "reasoning_content": "They said hi; "}),
+                oai.chunk({"reasoning_content": "greet back."}),
+                oai.chunk({"content": "Hello!"}),
+                oai.chunk(finish_reason="stop"),
+            )
+        )
+
+    async with FakeServer(handle) as server:
+        base = ["chat", "--session", "t1", "--base-url", server.url + "/v1", "--model", "m"]
+        code, out, err = await aniki(tmp_path, *base, stdin="hi\n/exit\n")
+    assert code == 0, err
+    assert "assistant> They said hi; greet back.Hello!" in out
+    stored = SQLiteSession("t1", path=store_path(tmp_path)).get_messages()
+    assert [part.text for part in stored[-1].reasoning] == ["They said hi; greet back."]

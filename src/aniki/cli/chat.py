@@ -13,7 +13,7 @@ import click
 
 from ..agent import Agent
 from ..errors import AnikiError, AuthenticationError, StoreError
-from ..events import StreamRestarted, TextDelta, ToolCallStarted
+from ..events import ReasoningDelta, StreamRestarted, TextDelta, ToolCallStarted
 from ..messages import Message
 from ..providers.base import Provider
 from ..reports import ContextReport
@@ -276,6 +276,10 @@ class _Chat:
             async for event in stream:
                 if isinstance(event, TextDelta):
                     console.print(plain(event.text), end="", markup=False, soft_wrap=True)
+                elif isinstance(event, ReasoningDelta):  # the model's thinking, dimmed
+                    console.print(
+                        plain(event.text), end="", markup=False, soft_wrap=True, style="dim"
+                    )
                 elif isinstance(event, ToolCallStarted):
                     console.print(f"[dim]\\[tool {text(event.tool_call.name)}][/] ", end="")
                 elif isinstance(event, StreamRestarted):

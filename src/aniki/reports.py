@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import weakref
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,7 +148,7 @@ class ReportBuilder:
                 instructions=count(messages[0]) if head else 0,
                 tools=self._tool_tokens(tools),
                 summary=summary_tokens,
-                history=sum(count(message) for message in history),
+                history=_history_tokens(self._session, tuple(history), self._counter),
             ),
             prefix_kept=prefix_kept,
         )
@@ -211,6 +212,37 @@ def _last_sent(session: Any, sent: tuple[Message, ...]) -> tuple[Message, ...] |
     except TypeError:  # a session that cannot be weakly referenced: judged by its reads
         return None
     return previous
+
+
+_HISTORY_TOKENS: weakref.WeakKeyDictionary[Any, tuple[tuple[Message, ...], Any, array[int]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per session: the history of its last request, the counter and its calibration then, and
+the running token sums over that history."""
+
+
+def _history_tokens(session: Any, history: tuple[Message, ...], counter: TokenCounter) -> int:
+    """The tokens of ``history``, counting only what the last request of ``session`` did not
+    send (its leading messages, the same objects, keep their sums): a request costs what is
+    new, not the whole conversation again."""
+    calibration = (counter, getattr(counter, "factor", None))
+    try:
+        memo = _HISTORY_TOKENS.get(session)
+    except TypeError:  # a session that cannot be weakly referenced
+        return sum(counter.count_message(message) for message in history)
+    sums = array("q")  # 8 bytes a message
+    if memo is not None and memo[1] == calibration:
+        previous, _, previous_sums = memo
+        shared, most = 0, min(len(previous), len(history))
+        while shared < most and previous[shared] is history[shared]:
+            shared += 1
+        sums = previous_sums[:shared]
+    total = sums[-1] if sums else 0
+    for message in history[len(sums) :]:
+        total += counter.count_message(message)
+        sums.append(total)
+    _HISTORY_TOKENS[session] = (history, calibration, sums)
+    return total
 
 
 _COUNTERS: dict[str, TokenCounter] = {}

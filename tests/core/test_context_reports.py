@@ -173,3 +173,38 @@ def test_a_report_describes_itself() -> None:
         "4 of ? messages sent, 10 summarized, ~65 tokens, prefix changed, "
         "200 input tokens billed, 75% from cache"
     )
+
+
+async def test_each_request_counts_only_what_the_last_one_did_not_send(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A conversation's reports stay exact while each request counts only its new messages:
+    # turn 60 costs what turn 2 did (the flat per-turn cost sessions promise).
+    from aniki import reports
+
+    counted: list[int] = []
+
+    class Counting(EstimatingCounter):
+        def count_message(self, message: object) -> int:
+            counted.append(1)
+            return super().count_message(message)  # type: ignore[arg-type]
+
+    counter = Counting()
+    monkeypatch.setitem(reports._COUNTERS, "counted-model", counter)
+    session = SQLiteSession("flat", path=tmp_path / "c.db")
+    provider = MockProvider(handler=lambda request: "r" * 80)
+    agent = Agent("A", "Be brief.", model="counted-model", provider=provider)
+    runner = Runner()
+    per_turn = []
+    for turn in range(60):
+        counted.clear()
+        result = await runner.run(agent, message=f"turn {turn} " + "u" * 80, session=session)
+        per_turn.append(len(counted))
+        [report] = result.context_reports
+        sent = provider.requests[-1].messages[1:]
+        assert report.tokens.history == sum(counter.count_message(m) for m in sent)
+        if turn == 30:
+            counter.observe(raw_estimate=1000, reported=1300)  # calibration changes the counts
+            assert counter.factor == 1.3
+    assert per_turn[1] <= 4, per_turn  # the instructions, the new user message, little else
+    assert max(per_turn[2:31] + per_turn[32:]) == per_turn[1], per_turn

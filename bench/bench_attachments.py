@@ -25,13 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _stores import store_urls
+
 from aniki import Attachment, Message
 from aniki.sessions import open_session
 
-REDIS_URL = os.environ.get("ANIKI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-POSTGRES_DSN = os.environ.get(
-    "ANIKI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
-)
 IMAGE_BYTES = 200 * 1024
 READS = 5
 
@@ -99,12 +97,7 @@ def main() -> None:
     turns = 20 if args.smoke else 200 if args.quick else 1000
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
-        stores = {
-            "sqlite": f"sqlite:///{directory / 'chats.db'}",
-            "file": f"file://{directory / 'chats'}",
-            "redis": REDIS_URL,
-            "postgres": POSTGRES_DSN,
-        }
+        stores = store_urls(directory)
         rows = []
         for name, url in stores.items():
             for images in (False, True):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import tempfile
 import time
@@ -32,13 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _stores import REDIS_URL, store_urls
+
 from aniki import Message
 from aniki.sessions import open_session, open_store
-
-REDIS_URL = os.environ.get("ANIKI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-POSTGRES_DSN = os.environ.get(
-    "ANIKI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 def _median_ms(turn: Callable[[int], None], turns: int) -> float:
@@ -131,12 +127,7 @@ def main() -> None:
     size, turns = (50, 2) if args.smoke else (1_000, 5) if args.quick else (10_000, 20)
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
-        stores = {
-            "sqlite": f"sqlite:///{directory / 'chats.db'}",
-            "file": f"file://{directory / 'chats'}",
-            "redis": REDIS_URL,
-            "postgres": POSTGRES_DSN,
-        }
+        stores = store_urls(directory)
         rows: list[tuple[str, str, float]] = []
         for name, url in stores.items():
             rows += _aniki_rows(name, url, size, turns)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import subprocess
 import sys
 import tempfile
@@ -35,14 +34,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from _stores import POSTGRES_DSN, REDIS_URL, store_urls
+
 from aniki import Agent, Runner
 from aniki.sessions import open_session, open_store
 from aniki.testing import MockProvider
 
-REDIS_URL = os.environ.get("ANIKI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-POSTGRES_DSN = os.environ.get(
-    "ANIKI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
-)
 MODEL_SECONDS = 0.05
 PROBE_SECONDS = 0.005
 
@@ -159,12 +156,7 @@ async def _clear(sessions: list[Any]) -> None:
 async def _aniki_rows(
     directory: Path, count: int, turns: int, hold: float
 ) -> list[tuple[str, ...]]:
-    urls = {
-        "sqlite": f"sqlite:///{directory / 'aniki.db'}",
-        "file": f"file://{directory / 'chats'}",
-        "redis": REDIS_URL,
-        "postgres": POSTGRES_DSN,
-    }
+    urls = store_urls(directory)
     rows: list[tuple[str, ...]] = []
     for store, url in urls.items():
         for how in ("sync store", "async twin", "open_store (async)"):
@@ -186,7 +178,7 @@ async def _aniki_rows(
                 ids = [f"bench-serving-{uuid.uuid4().hex[:8]}-{n}" for n in range(count)]
                 asynchronous = how == "async twin"
                 sessions = [open_session(url, sid, asynchronous=asynchronous) for sid in ids]
-                lock = directory / "aniki.db"
+                lock = directory / "chats.db"
                 figures = await _measure(_aniki_turns(sessions), turns, lock=lock, hold=hold)
                 await _clear(sessions)
                 rows.append(_row("aniki", f"sqlite, lock held {hold:g} s", how, figures))

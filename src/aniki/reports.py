@@ -123,32 +123,32 @@ class ReportBuilder:
         any) carry ``pending`` messages a stream has not stored yet."""
         count = self._counter.count_message
         head = 1 if has_instructions else 0
-        history = messages[head:]
+        sent = tuple(messages[head:])
+        kept, sums = _against_last_sent(self._session, sent, self._counter)
         info = getattr(self._session, "_last_read", None)
         summarized = getattr(info, "summarized", 0) if info is not None else 0
-        summary_tokens = 0
-        if summarized and history and _is_summary(history[0]):
-            summary_tokens, history = count(history[0]), history[1:]
+        summary = 1 if summarized and sent and _is_summary(sent[0]) else 0
+        history = len(sent) - summary
         if info is not None:
             stored = info.stored
             prefix_kept: bool | None = info.prefix_kept
         elif _is_store(self._session):
-            stored, prefix_kept = len(history) - pending, True
+            stored, prefix_kept = history - pending, True
         else:
             stored, prefix_kept = None, None
-        sent = tuple(messages[head:])
-        previous = _last_sent(self._session, sent)
-        if previous is not None:  # what this process sent last for this session decides
-            prefix_kept = sent[: len(previous)] == previous
+        if kept is not None:  # what this process sent last for this session decides
+            prefix_kept = kept
+        total = sums[-1] if sums else 0
+        summary_tokens = sums[0] if summary else 0
         report = ContextReport(
             stored_messages=stored,
-            sent_messages=len(history),
+            sent_messages=history,
             summarized_messages=summarized,
             tokens=ContextTokens(
                 instructions=count(messages[0]) if head else 0,
                 tools=self._tool_tokens(tools),
                 summary=summary_tokens,
-                history=_history_tokens(self._session, tuple(history), self._counter),
+                history=total - summary_tokens,
             ),
             prefix_kept=prefix_kept,
         )
@@ -197,52 +197,52 @@ class ReportBuilder:
         return total
 
 
-_SENT: weakref.WeakKeyDictionary[Any, tuple[Message, ...]] = weakref.WeakKeyDictionary()
+_SENT: weakref.WeakKeyDictionary[Any, tuple[tuple[Message, ...], Any, array[int]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per session, its last request in this process: the messages sent after the instructions,
+the counter and its calibration then, and the running token sums over those messages."""
 
 
-def _last_sent(session: Any, sent: tuple[Message, ...]) -> tuple[Message, ...] | None:
-    """The history last sent for ``session`` in this process (then ``sent`` takes its place).
+def _against_last_sent(
+    session: Any, sent: tuple[Message, ...], counter: TokenCounter
+) -> tuple[bool | None, array[int]]:
+    """Whether ``sent`` extends the last request of ``session`` in this process (``None``:
+    there was none, or the session cannot be weakly referenced), and the running token sums
+    over ``sent``; ``sent`` then takes the last request's place.
 
     A session's reads between two requests (the one after a reply, say) may move its view,
     so whether a request extends the previous one is judged against the previous request.
+    Only what the previous request did not send is counted: a request costs what is new,
+    not the whole conversation again.
     """
-    try:
-        previous = _SENT.get(session)
-        _SENT[session] = sent
-    except TypeError:  # a session that cannot be weakly referenced: judged by its reads
-        return None
-    return previous
-
-
-_HISTORY_TOKENS: weakref.WeakKeyDictionary[Any, tuple[tuple[Message, ...], Any, array[int]]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Per session: the history of its last request, the counter and its calibration then, and
-the running token sums over that history."""
-
-
-def _history_tokens(session: Any, history: tuple[Message, ...], counter: TokenCounter) -> int:
-    """The tokens of ``history``, counting only what the last request of ``session`` did not
-    send (its leading messages, the same objects, keep their sums): a request costs what is
-    new, not the whole conversation again."""
     calibration = (counter, getattr(counter, "factor", None))
     try:
-        memo = _HISTORY_TOKENS.get(session)
-    except TypeError:  # a session that cannot be weakly referenced
-        return sum(counter.count_message(message) for message in history)
-    sums = array("q")  # 8 bytes a message
-    if memo is not None and memo[1] == calibration:
-        previous, _, previous_sums = memo
-        shared, most = 0, min(len(previous), len(history))
-        while shared < most and previous[shared] is history[shared]:
-            shared += 1
-        sums = previous_sums[:shared]
+        memo = _SENT.get(session)
+    except TypeError:  # a session that cannot be weakly referenced: judged by its reads
+        memo = None
+        remember = False
+    else:
+        remember = True
+    kept: bool | None = None
+    shared = 0
+    if memo is not None:
+        previous = memo[0]
+        kept = sent[: len(previous)] == previous  # the usual case, at C speed
+        if kept:
+            shared = len(previous)
+        else:
+            most = min(len(previous), len(sent))
+            while shared < most and previous[shared] == sent[shared]:
+                shared += 1
+    sums = memo[2][:shared] if memo is not None and memo[1] == calibration else array("q")
     total = sums[-1] if sums else 0
-    for message in history[len(sums) :]:
+    for message in sent[len(sums) :]:
         total += counter.count_message(message)
         sums.append(total)
-    _HISTORY_TOKENS[session] = (history, calibration, sums)
-    return total
+    if remember:
+        _SENT[session] = (sent, calibration, sums)
+    return kept, sums
 
 
 _COUNTERS: dict[str, TokenCounter] = {}

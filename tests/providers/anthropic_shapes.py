@@ -85,6 +85,16 @@ def json_delta(index: int, partial: str) -> str:
     return event({"type": "content_block_delta", "index": index, "delta": delta})
 
 
+def thinking_delta(index: int, thinking: str) -> str:
+    delta = {"type": "thinking_delta", "thinking": thinking}
+    return event({"type": "content_block_delta", "index": index, "delta": delta})
+
+
+def signature_delta(index: int, signature: str) -> str:
+    delta = {"type": "signature_delta", "signature": signature}
+    return event({"type": "content_block_delta", "index": index, "delta": delta})
+
+
 def block_stop(index: int) -> str:
     return event({"type": "content_block_stop", "index": index})
 

@@ -14,6 +14,7 @@ from aniki import (
     ModelRequest,
     ModelResponse,
     Reasoning,
+    ReasoningDelta,
     ToolCall,
     UserError,
     ValidationError,
@@ -200,7 +201,9 @@ async def test_reasoning_content_of_a_compatible_server_is_kept(server: FakeServ
     request = ModelRequest(model="m", messages=(Message("user", "2 + 2?"),))
     whole = await openai(server).complete(request)
     assert whole.to_message().reasoning == (Reasoning("2 + 2 is 4."),)
-    streamed = [item async for item in openai(server).stream(request)][-1]
+    items = [item async for item in openai(server).stream(request)]
+    assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Two ", "and two."]
+    streamed = items[-1]
     assert isinstance(streamed, ModelResponse)
     assert streamed.reasoning == (Reasoning("Two and two."),)
     assert streamed.content == "4"
@@ -284,61 +287,60 @@ async def test_messages_api_refuses_audio_before_sending(server: FakeServer) -> 
     assert server.requests == []
 
 
+def thinking_stream(pieces: tuple[str, ...], *, signature: str | None) -> Stream:
+    """A streamed reply: thinking in ``pieces`` (signed when ``signature``), a redacted
+    thinking block when signed, then the text "5"."""
+    thinking = [anth.thinking_delta(0, piece) for piece in pieces]
+    if signature is not None:
+        thinking.append(anth.signature_delta(0, signature))
+    redacted = [
+        anth.block_start(1, {"type": "redacted_thinking", "data": "enc-2"}),
+        anth.block_stop(1),
+    ]
+    text = 2 if signature is not None else 1
+    return Stream(
+        [
+            anth.message_start(),
+            anth.block_start(0, {"type": "thinking", "thinking": ""}),
+            *thinking,
+            anth.block_stop(0),
+            *(redacted if signature is not None else []),
+            anth.block_start(text, anth.text_block("")),
+            anth.text_delta(text, "5"),
+            anth.block_stop(text),
+            anth.message_delta(),
+            anth.message_stop(),
+        ]
+    )
+
+
 async def test_thinking_in_a_reply_is_kept_verbatim_whole_or_streamed(server: FakeServer) -> None:
     thinking = {"type": "thinking", "thinking": "Let me add.", "signature": "sig-1"}
     redacted = {"type": "redacted_thinking", "data": "enc-2"}
     server.enqueue(Respond(200, anth.message([thinking, redacted, anth.text_block("5")])))
-    server.enqueue(
-        Stream(
-            [
-                anth.message_start(),
-                anth.block_start(0, {"type": "thinking", "thinking": ""}),
-                anth.event(
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "thinking_delta", "thinking": "Let me "},
-                    }
-                ),
-                anth.event(
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "thinking_delta", "thinking": "add."},
-                    }
-                ),
-                anth.event(
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "signature_delta", "signature": "sig-1"},
-                    }
-                ),
-                anth.block_stop(0),
-                anth.block_start(1, redacted),
-                anth.block_stop(1),
-                anth.block_start(2, anth.text_block("")),
-                anth.text_delta(2, "5"),
-                anth.block_stop(2),
-                anth.message_delta(),
-                anth.message_stop(),
-            ]
-        )
-    )
+    server.enqueue(thinking_stream(("Let me ", "add."), signature="sig-1"))
+    server.enqueue(thinking_stream(("Let ", "me add."), signature=None))
     request = ModelRequest(model="m", messages=(Message("user", "2 + 3?"),))
     expected = (Reasoning("Let me add.", signature="sig-1"), Reasoning(redacted="enc-2"))
     whole = await anthropic(server).complete(request)
     assert (whole.content, whole.to_message().reasoning) == ("5", expected)
-    streamed = [item async for item in anthropic(server).stream(request)][-1]
+    items = [item async for item in anthropic(server).stream(request)]
+    assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Let me ", "add."]
+    streamed = items[-1]
     assert isinstance(streamed, ModelResponse)
     assert (streamed.content, streamed.reasoning) == ("5", expected)
+    items = [item async for item in anthropic(server).stream(request)]
+    assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Let ", "me add."]
+    unsigned = items[-1]
+    assert isinstance(unsigned, ModelResponse)
+    assert unsigned.reasoning == (Reasoning("Let me add."),)
 
 
 # --- streamed reasoning ----------------------------------------------------------------
 
 
 async def test_a_streamed_run_sends_reasoning_deltas_first_and_stores_the_reasoning() -> None:
-    from aniki import Agent, InMemorySession, ReasoningDelta, Runner, TextDelta
+    from aniki import Agent, InMemorySession, Runner, TextDelta
     from aniki.testing import MockProvider
 
     provider = MockProvider()
@@ -356,53 +358,6 @@ async def test_a_streamed_run_sends_reasoning_deltas_first_and_stores_the_reason
     ]
     stored = session.get_messages()[-1]
     assert stored.reasoning == (Reasoning("2 + 3 ", signature="s1"), Reasoning("is 5."))
-
-
-async def test_providers_stream_thinking_as_reasoning_deltas(server: FakeServer) -> None:
-    from aniki import ReasoningDelta
-
-    server.enqueue(
-        Stream(
-            oai.events(
-                oai.chunk({"role": "assistant", "reasoning_content": "Two "}),
-                oai.chunk({"reasoning_content": "and two."}),
-                oai.chunk({"content": "4"}),
-                oai.chunk(finish_reason="stop"),
-            )
-        )
-    )
-    request = ModelRequest(model="m", messages=(Message("user", "2 + 2?"),))
-    items = [item async for item in openai(server).stream(request)]
-    assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Two ", "and two."]
-    server.enqueue(
-        Stream(
-            [
-                anth.message_start(),
-                anth.block_start(0, {"type": "thinking", "thinking": ""}),
-                *(
-                    anth.event(
-                        {
-                            "type": "content_block_delta",
-                            "index": 0,
-                            "delta": {"type": "thinking_delta", "thinking": piece},
-                        }
-                    )
-                    for piece in ("Let ", "me add.")
-                ),
-                anth.block_stop(0),
-                anth.block_start(1, anth.text_block("")),
-                anth.text_delta(1, "5"),
-                anth.block_stop(1),
-                anth.message_delta(),
-                anth.message_stop(),
-            ]
-        )
-    )
-    items = [item async for item in anthropic(server).stream(request)]
-    assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Let ", "me add."]
-    final = items[-1]
-    assert isinstance(final, ModelResponse)
-    assert final.reasoning == (Reasoning("Let me add."),)
 
 
 def test_a_counter_does_not_keep_attachments_alive() -> None:

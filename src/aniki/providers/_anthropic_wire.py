@@ -7,15 +7,15 @@ message, since a tool turn's results must all come back in a single ``user`` mes
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import UserError
-from ..messages import Attachment, Message, Reasoning
+from ..messages import Message, Reasoning
 from ..usage import Usage
 from ._anthropic_cache import add_breakpoints
+from ._parts import anthropic_block, anthropic_thinking
 from ._stream import (
     IncompleteStream,
     MalformedReply,
@@ -71,7 +71,7 @@ def tool_input(arguments: str) -> dict[str, Any]:
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
-    attached = [_attachment_block(part) for part in message.attachments]
+    attached = [anthropic_block(part) for part in message.attachments]
     if message.role == "tool":
         if not attached:
             content: Any = message.content
@@ -81,8 +81,8 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": content}]
     # Thinking goes back first, as it came; only Anthropic's own (signed, or redacted) is
     # taken back: reasoning another provider wrote into the same history is left out.
-    blocks: list[dict[str, Any]] = [_thinking_block(part) for part in message.reasoning]
-    blocks = [block for block in blocks if block]
+    thinking = (anthropic_thinking(part) for part in message.reasoning)
+    blocks: list[dict[str, Any]] = [block for block in thinking if block is not None]
     blocks += attached  # images and documents before the text that asks about them
     if message.content:
         blocks.append({"type": "text", "text": message.content})
@@ -91,45 +91,6 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         for call in message.tool_calls
     ]
     return blocks
-
-
-def _thinking_block(part: Reasoning) -> dict[str, Any]:
-    if part.redacted is not None:
-        return {"type": "redacted_thinking", "data": part.redacted}
-    if part.signature is None:
-        return {}
-    return {"type": "thinking", "thinking": part.text, "signature": part.signature}
-
-
-def _attachment_block(part: Attachment) -> dict[str, Any]:
-    """One attachment as a Messages API content block."""
-    if part.kind == "audio":
-        raise UserError(
-            f"the Anthropic Messages API does not take audio ({part.media_type}); "
-            "transcribe it first, or use a provider that takes audio (openai)"
-        )
-    if part.media_type == "text/plain":
-        if part.data is None:
-            raise UserError(
-                f"the Anthropic Messages API takes a text document only inline, not by URL "
-                f"({part.url}); pass its bytes with data="
-            )
-        try:
-            text = part.data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise UserError(
-                f"the text/plain attachment {part.name or ''!r} is not UTF-8 text"
-            ) from None
-        source: dict[str, Any] = {"type": "text", "media_type": "text/plain", "data": text}
-    elif part.data is not None:
-        encoded = base64.b64encode(part.data).decode("ascii")
-        source = {"type": "base64", "media_type": part.media_type, "data": encoded}
-    else:
-        source = {"type": "url", "url": part.url}
-    block = {"type": "image" if part.kind == "image" else "document", "source": source}
-    if part.kind == "document" and part.name:
-        block["title"] = part.name
-    return block
 
 
 EARLIER = "(earlier conversation omitted)"

@@ -6,14 +6,14 @@ reads the JSON the server sent (as plain dicts), whole or as stream chunks.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from ..errors import UserError
-from ..messages import Attachment, Message, Reasoning
+from ..messages import Message, Reasoning
 from ..usage import Usage
+from ._parts import kinds, openai_part
 from ._stream import (
     IncompleteStream,
     MalformedReply,
@@ -52,14 +52,14 @@ def message_to_wire(message: Message) -> dict[str, Any]:
         if message.role == "tool":
             raise UserError(
                 "the Chat Completions API takes only text in a tool result, and a tool "
-                f"returned {_kinds(message.attachments)}; return text from that tool, or use "
+                f"returned {kinds(message.attachments)}; return text from that tool, or use "
                 "a provider that takes them (anthropic)"
             )
-        parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
-        parts = (parts if message.content else []) + [
-            _attachment_part(part) for part in message.attachments
-        ]
-        return {"role": message.role, "content": parts}
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        return {
+            "role": message.role,
+            "content": text + [openai_part(part) for part in message.attachments],
+        }
     if message.role == "assistant" and message.tool_calls:
         return {
             "role": "assistant",
@@ -76,44 +76,6 @@ def message_to_wire(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     return {"role": message.role, "content": message.content}
-
-
-def _kinds(attachments: tuple[Attachment, ...]) -> str:
-    return " and ".join(sorted({f"{part.kind} ({part.media_type})" for part in attachments}))
-
-
-def _attachment_part(part: Attachment) -> dict[str, Any]:
-    """One attachment as a Chat Completions content part."""
-    if part.kind == "image":
-        url = part.url if part.url is not None else _data_url(part)
-        return {"type": "image_url", "image_url": {"url": url}}
-    if part.data is None:
-        raise UserError(
-            f"the Chat Completions API takes a {part.kind} ({part.media_type}) only inline, not "
-            f"by URL ({part.url}); pass its bytes with data="
-        )
-    if part.media_type == "text/plain":
-        try:
-            text = part.data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise UserError(
-                f"the text/plain attachment {part.name or ''!r} is not UTF-8 text"
-            ) from None
-        heading = f"[{part.name}]\n" if part.name else ""
-        return {"type": "text", "text": heading + text}
-    encoded = base64.b64encode(part.data).decode("ascii")
-    if part.kind == "audio":
-        audio_format = "wav" if part.media_type == "audio/wav" else "mp3"
-        return {"type": "input_audio", "input_audio": {"data": encoded, "format": audio_format}}
-    return {
-        "type": "file",
-        "file": {"filename": part.name or "document.pdf", "file_data": _data_url(part)},
-    }
-
-
-def _data_url(part: Attachment) -> str:
-    assert part.data is not None
-    return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
 
 
 def tool_to_wire(tool: ToolDefinition) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .errors import UserError
-from .messages import Message, MessageLike, to_message, to_messages
+from .messages import Message, MessageLike, stamp, stamp_one, to_message, to_messages
 
 __all__ = ["Memory"]
 
@@ -26,15 +26,15 @@ class Memory:
     __slots__ = ("_messages",)
 
     def __init__(self, messages: Iterable[MessageLike] = ()) -> None:
-        self._messages: list[Message] = to_messages(messages)
+        self._messages: list[Message] = stamp(to_messages(messages), keep=True)
 
     def add_message(self, message: MessageLike) -> None:
         """Validate ``message`` and append it."""
-        self._messages.append(to_message(message))
+        self._messages.append(stamp_one(to_message(message)))
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message first, then append them all: all or nothing."""
-        self._messages.extend(to_messages(messages))
+        self._messages.extend(stamp(to_messages(messages)))
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """A snapshot of the messages in order; with ``limit``, only the most recent ``limit``."""

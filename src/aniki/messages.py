@@ -9,13 +9,16 @@ naming the field and the rule.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal, TypeAlias, get_args
 
 from ._checks import check_text, keys_shown, shown
 from .errors import ValidationError
 from .parts import MAX_ATTACHMENT_BYTES, MEDIA_TYPES, Attachment, AttachmentKind, Reasoning
+from .usage import Usage
 
 __all__ = [
     "MAX_ATTACHMENT_BYTES",
@@ -35,7 +38,18 @@ Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 
 _MESSAGE_KEYS = frozenset(
-    {"role", "content", "tool_calls", "tool_call_id", "attachments", "reasoning"}
+    {
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "attachments",
+        "reasoning",
+        "id",
+        "created_at",
+        "model",
+        "usage",
+    }
 )
 _TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
 
@@ -102,6 +116,10 @@ class Message:
         Message(role="assistant", tool_calls=(ToolCall(id="c1", name="add", arguments="{}"),))
         Message(role="tool", content="3", tool_call_id="c1")
         Message("user", "What is in it?", attachments=(Attachment("image/png", data=png),))
+
+    Equality compares what was said (role, content, tool calls, ``tool_call_id``,
+    attachments, reasoning), not the metadata a store or the Runner adds (``id``,
+    ``created_at``, ``model``, ``usage``): a message read back equals the one stored.
     """
 
     role: Role
@@ -116,6 +134,15 @@ class Message:
     """Images, documents or audio sent with a user message or returned by a tool."""
     reasoning: tuple[Reasoning, ...] = field(default=(), kw_only=True)
     """On an assistant message: the thinking that preceded it, kept verbatim."""
+    id: str | None = field(default=None, kw_only=True, compare=False)
+    """The message's id within its session, assigned by the store that keeps it (``None``
+    until stored, and on messages a store wrote before it assigned ids)."""
+    created_at: datetime | None = field(default=None, kw_only=True, compare=False, repr=False)
+    """When the store took the message (UTC), assigned with :attr:`id`."""
+    model: str | None = field(default=None, kw_only=True, compare=False, repr=False)
+    """On an assistant message the Runner stored: the model that wrote it."""
+    usage: Usage | None = field(default=None, kw_only=True, compare=False, repr=False)
+    """On an assistant message the Runner stored: what the call that wrote it cost."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or self.role not in ROLES:
@@ -165,13 +192,28 @@ class Message:
                 f"tool_call_id is only allowed on tool messages, not on a {self.role} message",
                 field="tool_call_id",
             )
+        if self.id is not None and not check_text(self.id, "id", field="id"):
+            raise ValidationError("id must not be empty (or None before it is stored)", field="id")
+        if self.created_at is not None:
+            _check_time(self)
+        if self.model is not None or self.usage is not None:
+            _check_call(self)
 
     @classmethod
-    def _text(cls, role: str, content: str) -> Message:
+    def _text(
+        cls,
+        role: str,
+        content: str,
+        id: str | None = None,
+        created_at: datetime | None = None,
+        model: str | None = None,
+        usage: Usage | None = None,
+    ) -> Message:
         """A system, user or assistant message with text only, from values the caller has
         checked (``role`` one of those three; ``content`` a non-empty ``str`` that encodes
-        as UTF-8). Skips ``__post_init__``, which costs more than the rest of reading a
-        stored message; stores use it on records they have just checked."""
+        as UTF-8; the metadata valid, ``model`` and ``usage`` only on an assistant message).
+        Skips ``__post_init__``, which costs more than the rest of reading a stored message;
+        stores use it on records they have just checked."""
         message = object.__new__(cls)
         _set_role(message, role)  # the slots' own setters: half the cost of object.__setattr__
         _set_content(message, content)
@@ -179,13 +221,34 @@ class Message:
         _set_tool_call_id(message, None)
         _set_attachments(message, ())
         _set_reasoning(message, ())
+        _set_id(message, id)
+        _set_created_at(message, created_at)
+        _set_model(message, model)
+        _set_usage(message, usage)
+        return message
+
+    def _stored(self, id: str, created_at: datetime) -> Message:
+        """This message with the ``id`` and ``created_at`` a store assigned (a copy; no
+        checks run again)."""
+        message = object.__new__(Message)
+        _set_role(message, self.role)
+        _set_content(message, self.content)
+        _set_tool_calls(message, self.tool_calls)
+        _set_tool_call_id(message, self.tool_call_id)
+        _set_attachments(message, self.attachments)
+        _set_reasoning(message, self.reasoning)
+        _set_id(message, id)
+        _set_created_at(message, created_at)
+        _set_model(message, self.model)
+        _set_usage(message, self.usage)
         return message
 
     def to_dict(self) -> dict[str, Any]:
         """The message as a JSON-safe dict; :meth:`from_dict` gives back an equal message.
 
         Keys with their default value (no tool calls, no ``tool_call_id``, no attachments, no
-        reasoning) are left out; attachment bytes are base64 text.
+        reasoning, no metadata) are left out; attachment bytes are base64 text and
+        ``created_at`` is ISO 8601 text.
         """
         data: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
@@ -196,6 +259,14 @@ class Message:
             data["attachments"] = [part.to_dict() for part in self.attachments]
         if self.reasoning:
             data["reasoning"] = [part.to_dict() for part in self.reasoning]
+        if self.id is not None:
+            data["id"] = self.id
+        if self.created_at is not None:
+            data["created_at"] = self.created_at.isoformat()
+        if self.model is not None:
+            data["model"] = self.model
+        if self.usage is not None:
+            data["usage"] = self.usage.to_dict()
         return data
 
     @classmethod
@@ -217,6 +288,7 @@ class Message:
         calls, attachments, reasoning = (
             data.get(key) for key in ("tool_calls", "attachments", "reasoning")
         )
+        created_at, usage = data.get("created_at"), data.get("usage")
         return cls(
             role=data["role"],
             content=data.get("content", ""),
@@ -224,6 +296,10 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             attachments=() if attachments is None else attachments,
             reasoning=() if reasoning is None else reasoning,
+            id=data.get("id"),
+            created_at=parse_time(created_at) if isinstance(created_at, str) else created_at,
+            model=data.get("model"),
+            usage=Usage.from_dict(usage) if isinstance(usage, Mapping) else usage,
         )
 
 
@@ -233,6 +309,57 @@ _set_tool_calls = Message.__dict__["tool_calls"].__set__
 _set_tool_call_id = Message.__dict__["tool_call_id"].__set__
 _set_attachments = Message.__dict__["attachments"].__set__
 _set_reasoning = Message.__dict__["reasoning"].__set__
+_set_id = Message.__dict__["id"].__set__
+_set_created_at = Message.__dict__["created_at"].__set__
+_set_model = Message.__dict__["model"].__set__
+_set_usage = Message.__dict__["usage"].__set__
+
+
+def parse_time(text: str) -> datetime:
+    """``created_at`` from its ISO 8601 text; ``ValidationError`` when it is not a time with
+    a UTC offset."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValidationError(
+            f"created_at must be an ISO 8601 time such as '2026-12-04T09:30:00+00:00', "
+            f"got {shown(text)}",
+            field="created_at",
+        ) from None
+    if moment.tzinfo is None:
+        raise ValidationError(
+            f"created_at must carry a UTC offset (+00:00), got {shown(text)}", field="created_at"
+        )
+    return moment
+
+
+def _check_time(message: Message) -> None:
+    moment = message.created_at
+    if not isinstance(moment, datetime):
+        raise ValidationError(
+            f"created_at must be a datetime or None, got {type(moment).__name__}",
+            field="created_at",
+        )
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValidationError(
+            "created_at must be an aware datetime (use datetime.now(timezone.utc)), "
+            "not a naive one",
+            field="created_at",
+        )
+
+
+def _check_call(message: Message) -> None:
+    if message.role != "assistant":
+        raise ValidationError(
+            f"model and usage are only kept on assistant messages, not on a {message.role} message",
+            field="model" if message.model is not None else "usage",
+        )
+    if message.model is not None and not check_text(message.model, "model", field="model"):
+        raise ValidationError("model must not be empty (or None)", field="model")
+    if message.usage is not None and not isinstance(message.usage, Usage):
+        raise ValidationError(
+            f"usage must be a Usage or None, got {type(message.usage).__name__}", field="usage"
+        )
 
 
 def _coerce_parts(message: Message, name: str, kind: type[Any], what: str) -> tuple[Any, ...]:
@@ -278,3 +405,30 @@ def to_messages(messages: Iterable[MessageLike]) -> list[Message]:
             "use add_message() for a single message"
         )
     return [to_message(message) for message in messages]
+
+
+def stamp(batch: list[Message], *, keep: bool = False) -> list[Message]:
+    """``batch`` as a store keeps it: copies carrying a new :attr:`Message.id` each (16 hex
+    digits, random) and the time now (UTC) as :attr:`Message.created_at`.
+
+    An append always assigns both. With ``keep`` (a history imported or rewritten whole),
+    a message that has an id keeps its id and time, and only the others are stamped.
+    """
+    if not batch:
+        return batch
+    now = datetime.now(timezone.utc)
+    digits = os.urandom(8 * len(batch)).hex()
+    return [
+        message
+        if keep and message.id is not None and message.created_at is not None
+        else message._stored(
+            message.id if keep and message.id is not None else digits[16 * n : 16 * n + 16],
+            message.created_at if keep and message.created_at is not None else now,
+        )
+        for n, message in enumerate(batch)
+    ]
+
+
+def stamp_one(message: Message) -> Message:
+    """One message as a store appends it (see :func:`stamp`)."""
+    return message._stored(os.urandom(8).hex(), datetime.now(timezone.utc))

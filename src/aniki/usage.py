@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ._checks import check_mapping, shown
+from .errors import ValidationError
 
 __all__ = ["Usage"]
 
@@ -84,3 +89,23 @@ class Usage:
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             unreported_requests=self.unreported_requests + other.unreported_requests,
         )
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-safe: the counts that are not zero (``{}`` for an empty usage)."""
+        return {name: value for name in _FIELDS if (value := getattr(self, name))}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        """Build a usage from :meth:`to_dict`'s mapping (absent counts are zero)."""
+        check_mapping(data, "a usage", _FIELD_SET, field="usage")
+        for name, value in data.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(
+                    f"usage {name} must be a count (an int from 0), got {shown(value)}",
+                    field=f"usage.{name}",
+                )
+        return cls(**data)
+
+
+_FIELDS = tuple(spec.name for spec in fields(Usage))
+_FIELD_SET = frozenset(_FIELDS)

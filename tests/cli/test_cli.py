@@ -79,10 +79,9 @@ async def test_sessions_commands_round_trip(tmp_path: Path) -> None:
         assert code == 0
         if fmt == "jsonl":
             assert len(out.splitlines()) == 6
-            assert json.loads(out.splitlines()[0]) == {
-                "role": "user",
-                "content": "What's the weather in Oslo?",
-            }
+            first = json.loads(out.splitlines()[0])
+            assert first.pop("id") and first.pop("created_at")  # the store's metadata
+            assert first == {"role": "user", "content": "What's the weather in Oslo?"}
         elif fmt == "json":
             assert json.loads(out)["id"] == "demo"
         else:
@@ -95,6 +94,10 @@ async def test_sessions_commands_round_trip(tmp_path: Path) -> None:
     assert code == 0
     code, out, _ = await aniki(tmp_path, "sessions", "import", str(export), "--id", "again")
     assert code == 0 and "imported 6" in out
+    originals = SQLiteSession("demo", path=store_path(tmp_path)).get_messages()
+    imported = SQLiteSession("again", path=store_path(tmp_path)).get_messages()
+    assert imported == originals  # an import keeps the ids and times it was given
+    assert [(m.id, m.created_at) for m in imported] == [(m.id, m.created_at) for m in originals]
     code, _, err = await aniki(tmp_path, "sessions", "import", str(export), "--id", "again")
     assert code == EXIT_USAGE and "--replace" in err
 

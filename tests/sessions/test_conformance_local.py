@@ -16,6 +16,7 @@ from aniki.testing.conformance import SessionConformance, SessionFactory
 
 
 class TestInMemorySession(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
     shares_history_across_instances = False
 
     def session_factory(self) -> SessionFactory:
@@ -25,26 +26,36 @@ class TestInMemorySession(SessionConformance):
 class TestSQLiteSession(SessionConformance):
     """The default durability, ``"normal"``."""
 
+    assigns_ids = supports_fork_and_undo = True
+
     def session_factory(self) -> SessionFactory:
         return functools.partial(SQLiteSession, path=self.tmp_path / "store.db")
 
 
 class TestSQLiteSessionDurabilityOff(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
+
     def session_factory(self) -> SessionFactory:
         return functools.partial(SQLiteSession, path=self.tmp_path / "store.db", durability="off")
 
 
 class TestSQLiteSessionDurabilityFull(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
+
     def session_factory(self) -> SessionFactory:
         return functools.partial(SQLiteSession, path=self.tmp_path / "store.db", durability="full")
 
 
 class TestFileSession(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
+
     def session_factory(self) -> SessionFactory:
         return functools.partial(FileSession, directory=self.tmp_path / "sessions")
 
 
 class TestFileSessionDurabilityFull(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
+
     def session_factory(self) -> SessionFactory:
         return functools.partial(
             FileSession, directory=self.tmp_path / "sessions", durability="full"
@@ -55,6 +66,7 @@ class TestFileSessionDurabilityFull(SessionConformance):
 
 
 class TestAsyncInMemorySession(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
     shares_history_across_instances = False
 
     def session_factory(self) -> SessionFactory:
@@ -62,11 +74,15 @@ class TestAsyncInMemorySession(SessionConformance):
 
 
 class TestAsyncSQLiteSession(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
+
     def session_factory(self) -> SessionFactory:
         return functools.partial(AsyncSQLiteSession, path=self.tmp_path / "store.db")
 
 
 class TestAsyncSQLiteSessionDurabilityFull(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
+
     def session_factory(self) -> SessionFactory:
         return functools.partial(
             AsyncSQLiteSession, path=self.tmp_path / "store.db", durability="full"
@@ -74,5 +90,7 @@ class TestAsyncSQLiteSessionDurabilityFull(SessionConformance):
 
 
 class TestAsyncFileSession(SessionConformance):
+    assigns_ids = supports_fork_and_undo = True
+
     def session_factory(self) -> SessionFactory:
         return functools.partial(AsyncFileSession, directory=self.tmp_path / "sessions")

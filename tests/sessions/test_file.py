@@ -47,10 +47,17 @@ def test_a_torn_last_line_is_ignored_and_cut_off_by_the_next_append(
     FileSession("s", tmp_path).add_message(_user("three"))
     assert FileSession("s", tmp_path).get_messages() == (_user("one"), _user("two"), _user("three"))
     assert session.get_messages() == (_user("one"), _user("two"), _user("three"))
-    assert session.path.read_bytes() == header("s", 0) + (
-        b'[{"role":"user","content":"one"},{"role":"user","content":"two"}]\n'
-        b'{"role":"user","content":"three"}\n'
-    )
+    head, batch, single, end = session.path.read_bytes().split(b"\n")
+    assert head + b"\n" == header("s", 0) and end == b""
+    assert _said(json.loads(batch)) == [_user("one").to_dict(), _user("two").to_dict()]
+    assert _said([json.loads(single)]) == [_user("three").to_dict()]
+
+
+def _said(records: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Stored records without the id and time the store adds (checked to be there)."""
+    for record in records:
+        assert isinstance(record.pop("id"), str) and isinstance(record.pop("created_at"), str)
+    return records
 
 
 def test_a_torn_header_means_an_empty_session_that_can_be_written(tmp_path: Path) -> None:
@@ -69,7 +76,7 @@ def test_a_batch_is_one_line_so_it_is_whole_or_absent(tmp_path: Path) -> None:
     session.add_messages([_user("b1"), _user("b2"), _user("b3")])
     lines = _lines(session.path)
     assert len(lines) == 4 and lines[-1] == b""  # header, single, batch, end
-    assert json.loads(lines[2]) == [{"role": "user", "content": f"b{i}"} for i in (1, 2, 3)]
+    assert _said(json.loads(lines[2])) == [{"role": "user", "content": f"b{i}"} for i in (1, 2, 3)]
     session.path.write_bytes(session.path.read_bytes()[:-10])  # tear the batch line
     assert FileSession("s", tmp_path).get_messages() == (_user("single"),)
 

@@ -187,7 +187,7 @@ def _assistant_message(plan: RunPlan, response: ModelResponse) -> Message:
             "(check the middleware: each must return what call_next returned, or a ModelResponse)"
         )
     try:
-        return response.to_message()
+        return response.to_message(model=plan.agent.model)
     except MessageValidationError as exc:
         raise ProviderError(f"model {plan.agent.model!r} gave an unusable reply: {exc}") from exc
 

@@ -107,14 +107,17 @@ class ModelResponse:
     reasoning: tuple[Reasoning, ...] = ()
     """The model's thinking before the reply, verbatim (signatures included)."""
 
-    def to_message(self) -> Message:
-        """The reply as an assistant :class:`~aniki.Message`."""
+    def to_message(self, *, model: str | None = None) -> Message:
+        """The reply as an assistant :class:`~aniki.Message`, carrying :attr:`usage` and the
+        model that answered (``model`` when the provider did not say)."""
         try:
             return Message(
                 role="assistant",
                 content=self.content,
                 tool_calls=self.tool_calls,
                 reasoning=self.reasoning,
+                model=self.model or model or None,
+                usage=self.usage,
             )
         except ValidationError as exc:
             raise ValidationError(

@@ -19,11 +19,14 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import fields
+from datetime import datetime
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
 from ..errors import CorruptStoreError, UserError
 from ..messages import Message, to_messages
+from ..usage import Usage
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -50,11 +53,13 @@ __all__ = [
 
 _DECODER = json.JSONDecoder()
 _TEXT_ROLES = frozenset({"system", "user", "assistant"})
+_USAGE_KEYS = frozenset(spec.name for spec in fields(Usage))
 
 SCHEMA_VERSION = 2
 """The layout version of stored data. Stores refuse data with a higher one, and stamp an
 older store with this one when they first write to it. Version 2: a record may hold
-``attachments`` and ``reasoning`` (which version 1 would read as damaged)."""
+``attachments`` and ``reasoning``, and the metadata ``id``, ``created_at``, ``model`` and
+``usage`` (all of which version 1 would read as damaged)."""
 
 MAX_ID_LENGTH = 1024
 """The longest session id (in characters) any built-in store accepts."""
@@ -85,6 +90,15 @@ def encode_message(message: Message) -> str:
         text += f',"tool_calls":[{calls}]'
     if message.tool_call_id is not None:
         text += f',"tool_call_id":{_quote(message.tool_call_id)}'
+    if message.id is not None:
+        text += f',"id":{_quote(message.id)}'
+    if message.created_at is not None:
+        text += f',"created_at":"{message.created_at.isoformat()}"'
+    if message.model is not None:
+        text += f',"model":{_quote(message.model)}'
+    if message.usage is not None:
+        counts = ",".join(f'"{name}":{count}' for name, count in message.usage.to_dict().items())
+        text += f',"usage":{{{counts}}}'
     return text + "}"
 
 
@@ -125,7 +139,7 @@ def decode_messages(text: str | bytes, *, store: str) -> list[Message]:
 
 
 def _from_data(data: Any, text: str | bytes, store: str) -> Message:
-    if type(data) is dict and len(data) == 2:  # the common case: a plain text message
+    if type(data) is dict:  # the common case, a text message, is checked here, fast
         role, content = data.get("role"), data.get("content")
         if (
             type(role) is str
@@ -134,13 +148,57 @@ def _from_data(data: Any, text: str | bytes, store: str) -> Message:
             and content
             and (content.isascii() or _encodes(content))
         ):
-            return Message._text(role, content)
+            if len(data) == 2:  # written before stores assigned ids
+                return Message._text(role, content)
+            plain = _plain_text(data, role, content)
+            if plain is not None:
+                return plain
     try:
         if not isinstance(data, dict):
             raise TypeError(f"a stored message must be a JSON object, not {type(data).__name__}")
         return Message.from_dict(data)
     except (ValueError, TypeError, RecursionError) as exc:  # ValidationError is a ValueError
         raise _corrupt(text, exc, store) from exc
+
+
+def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None:
+    """The text message ``data`` holds (with its id, time, model and usage), or ``None``
+    when it holds anything else or anything odd: the full path then decides."""
+    known = 2
+    ident, at, model, usage = (data.get(key) for key in ("id", "created_at", "model", "usage"))
+    if ident is not None:
+        if type(ident) is not str or not ident or not (ident.isascii() or _encodes(ident)):
+            return None
+        known += 1
+    moment = None
+    if at is not None:
+        if type(at) is not str:
+            return None
+        try:
+            moment = datetime.fromisoformat(at)
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            return None
+        known += 1
+    counted = None
+    if model is not None or usage is not None:
+        if role != "assistant":
+            return None
+        if model is not None:
+            if type(model) is not str or not model or not (model.isascii() or _encodes(model)):
+                return None
+            known += 1
+        if usage is not None:
+            if type(usage) is not dict or not usage.keys() <= _USAGE_KEYS:
+                return None
+            if any(type(count) is not int or count < 0 for count in usage.values()):
+                return None
+            counted = Usage(**usage)
+            known += 1
+    if known != len(data):
+        return None
+    return Message._text(role, content, ident, moment, model, counted)
 
 
 def _encodes(text: str) -> bool:

@@ -82,6 +82,14 @@ def _digest(stored: Message) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii")
 
 
+def _carry(stored: Message, plain: Message) -> Message:
+    """``plain`` with the id and time the inner store gave the sealed record (stored beside
+    the ciphertext, so not covered by its seal)."""
+    if stored.id is None or stored.created_at is None:
+        return plain
+    return plain._stored(stored.id, stored.created_at)
+
+
 def _fernet(keys: Sequence[str | bytes]) -> Any:
     try:
         from cryptography.fernet import Fernet, MultiFernet
@@ -255,7 +263,7 @@ class EncryptedSession(Generic[SessionT]):
                 f"{where}: its role or tool fields in the store (role {stored.role!r}) are not "
                 f"the ones it was written with (role {plain.role!r}); refused"
             )
-        return _Opened(plain, prev, _digest(stored))
+        return _Opened(_carry(stored, plain), prev, _digest(stored))
 
     def _open_unbound(self, stored: Message, where: str) -> _Opened:
         first_format = stored.content.startswith(V1_PREFIX) or any(
@@ -280,7 +288,7 @@ class EncryptedSession(Generic[SessionT]):
             ),
             tool_call_id=stored.tool_call_id,
         )
-        return _Opened(plain, None, _digest(stored))
+        return _Opened(_carry(stored, plain), None, _digest(stored))
 
     # -- checking a read: every record in its place -----------------------------------------
 

@@ -35,6 +35,10 @@ Switches (class attributes) for stores that do less than the built-in ones:
   ``get_meta``/``set_meta``; the checks of that feature are skipped.
 * ``supports_processes`` -- ``False`` when the store is not meant to be shared between
   processes.
+* ``assigns_ids`` / ``supports_fork_and_undo`` -- ``True`` when the store gives each message
+  an ``id`` and a ``created_at`` on write, and has ``fork(new_id, *, upto=None)`` and
+  ``undo()``, as every built-in store does (both ``False`` by default, so a store written
+  before these existed still passes).
 
 What is checked: round trips of every message shape (unicode, emoji, NUL characters,
 1 MB content, tool calls whose arguments are not valid JSON, tool messages); snapshots;
@@ -44,7 +48,10 @@ id, including appends and clears made by another instance after this one has rea
 cache of the history must notice both); a restart; derived-state records; awkward ids
 (stored safely or refused with an :class:`~aniki.AnikiError`); and 4 processes appending
 to one session at once: nothing lost or duplicated, each writer's order kept, each batch
-contiguous, and every reader's view only ever growing.
+contiguous, and every reader's view only ever growing. With the switches above on: ids
+unique and times current, kept with the model and usage through another instance; ``fork``
+(whole, ``upto`` a message, meta copied except summary claims, refusals); ``undo`` (the
+last turn returned and removed, seen by other instances, a batch split where needed).
 
 Every id a check uses is unique to that test run, and each is cleared afterwards, so the
 suite can run against a shared server.
@@ -58,6 +65,7 @@ from typing import Any
 from ..errors import AnikiError, ValidationError
 from ..messages import Message
 from ..sessions.base import AsyncSession, Session
+from ._conformance_history import HistoryChecks
 from ._conformance_support import (
     AnySession,
     ConformanceBase,
@@ -102,7 +110,7 @@ _AWKWARD_IDS = [
 _HOSTILE_IDS = ["", "nul\x00id", "x" * 10_000, "\n", "con", "A" * 300 + "/" + "b" * 300]
 
 
-class SessionConformance(ConformanceBase):
+class SessionConformance(HistoryChecks, ConformanceBase):
     """Base class of the session-store conformance suite; see the module docstring.
 
     Example::

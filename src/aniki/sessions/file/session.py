@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import Any
 
 from ...errors import CorruptStoreError, StoreError, StoreUnavailableError, UserError
-from ...messages import Message, MessageLike
+from ...messages import Message, MessageLike, stamp
 from .._codec import (
     Durability,
     check_durability,
@@ -177,7 +177,7 @@ class FileSession:
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message, then append them as one line: all or nothing."""
-        batch = to_messages(messages)
+        batch = stamp(to_messages(messages))
         if not batch:
             return
         text = encode_message(batch[0]) if len(batch) == 1 else encode_batch(batch)

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import UserError
-from ...messages import Message, MessageLike, to_message
+from ...messages import Message, MessageLike, stamp, stamp_one, to_message
 from .._codec import check_limit, redact, to_messages
 from ..base import SessionInfo
 from ._core import (
@@ -176,12 +176,12 @@ class PostgresSession(_Base):
 
     def add_message(self, message: MessageLike) -> None:
         """Validate and append one message."""
-        batch = [to_message(message)]
+        batch = [stamp_one(to_message(message))]
         self._run(lambda: self._core.append(batch))
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate all, then append all in one transaction."""
-        batch = to_messages(messages)
+        batch = stamp(to_messages(messages))
         self._run(lambda: self._core.append(batch))
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
@@ -193,8 +193,8 @@ class PostgresSession(_Base):
         self, messages: list[Message], limit: int | None = None
     ) -> tuple[Message, ...]:
         # add_messages then get_messages, usually in one statement (see aniki._run.session_io).
-        checked = check_limit(limit)
-        return self._run(lambda: self._core.append_then_read(messages, checked))
+        checked, batch = check_limit(limit), stamp(messages)
+        return self._run(lambda: self._core.append_then_read(batch, checked))
 
     def clear(self) -> None:
         """Delete the history and the session's derived state."""
@@ -202,7 +202,7 @@ class PostgresSession(_Base):
 
     def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one transaction (used by `aniki sessions import`).
-        batch = to_messages(messages)
+        batch = stamp(to_messages(messages), keep=True)
         self._run(lambda: self._core.replace(batch))
 
     def get_meta(self, key: str) -> Any:
@@ -345,12 +345,12 @@ class AsyncPostgresSession(_Base):
 
     async def add_message(self, message: MessageLike) -> None:
         """Validate and append one message."""
-        batch = [to_message(message)]
+        batch = [stamp_one(to_message(message))]
         await self._run(lambda: self._core.append(batch))
 
     async def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate all, then append all in one transaction."""
-        batch = to_messages(messages)
+        batch = stamp(to_messages(messages))
         await self._run(lambda: self._core.append(batch))
 
     async def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
@@ -362,8 +362,8 @@ class AsyncPostgresSession(_Base):
         self, messages: list[Message], limit: int | None = None
     ) -> tuple[Message, ...]:
         # add_messages then get_messages, usually in one statement (see aniki._run.session_io).
-        checked = check_limit(limit)
-        return await self._run(lambda: self._core.append_then_read(messages, checked))
+        checked, batch = check_limit(limit), stamp(messages)
+        return await self._run(lambda: self._core.append_then_read(batch, checked))
 
     async def clear(self) -> None:
         """Delete the history and the session's derived state."""
@@ -371,7 +371,7 @@ class AsyncPostgresSession(_Base):
 
     async def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one transaction (used by `aniki sessions import`).
-        batch = to_messages(messages)
+        batch = stamp(to_messages(messages), keep=True)
         await self._run(lambda: self._core.replace(batch))
 
     async def get_meta(self, key: str) -> Any:

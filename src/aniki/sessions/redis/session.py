@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..._aio import within
 from ...errors import UserError
-from ...messages import Message, MessageLike, to_message
+from ...messages import Message, MessageLike, stamp, stamp_one, to_message
 from .._codec import check_limit, redact, to_messages, url_problem
 from ..base import SessionInfo
 from ._core import (
@@ -222,11 +222,11 @@ class RedisSession:
 
     def add_message(self, message: MessageLike) -> None:
         """Validate and append one message."""
-        self._run(self._core.append([to_message(message)]))
+        self._run(self._core.append([stamp_one(to_message(message))]))
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate all, then append all atomically: other readers see all or none."""
-        self._run(self._core.append(to_messages(messages)))
+        self._run(self._core.append(stamp(to_messages(messages))))
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
@@ -236,7 +236,7 @@ class RedisSession:
         self, messages: list[Message], limit: int | None = None
     ) -> tuple[Message, ...]:
         # add_messages then get_messages in one round trip (see aniki._run.session_io).
-        return self._run(self._core.append_then_read(messages, check_limit(limit)))
+        return self._run(self._core.append_then_read(stamp(messages), check_limit(limit)))
 
     def clear(self) -> None:
         """Delete the history and the session's derived state."""
@@ -244,7 +244,7 @@ class RedisSession:
 
     def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one script (used by `aniki sessions import`).
-        self._run(self._core.replace(to_messages(messages)))
+        self._run(self._core.replace(stamp(to_messages(messages), keep=True)))
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
@@ -357,11 +357,11 @@ class AsyncRedisSession:
 
     async def add_message(self, message: MessageLike) -> None:
         """Validate and append one message."""
-        await self._run(self._core.append([to_message(message)]))
+        await self._run(self._core.append([stamp_one(to_message(message))]))
 
     async def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate all, then append all atomically: other readers see all or none."""
-        await self._run(self._core.append(to_messages(messages)))
+        await self._run(self._core.append(stamp(to_messages(messages))))
 
     async def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
@@ -371,7 +371,7 @@ class AsyncRedisSession:
         self, messages: list[Message], limit: int | None = None
     ) -> tuple[Message, ...]:
         # add_messages then get_messages in one round trip (see aniki._run.session_io).
-        return await self._run(self._core.append_then_read(messages, check_limit(limit)))
+        return await self._run(self._core.append_then_read(stamp(messages), check_limit(limit)))
 
     async def clear(self) -> None:
         """Delete the history and the session's derived state."""
@@ -379,7 +379,7 @@ class AsyncRedisSession:
 
     async def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one script (used by `aniki sessions import`).
-        await self._run(self._core.replace(to_messages(messages)))
+        await self._run(self._core.replace(stamp(to_messages(messages), keep=True)))
 
     async def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""

@@ -40,7 +40,7 @@ from types import TracebackType
 from typing import Any
 
 from ...errors import CorruptStoreError, UserError
-from ...messages import Message, MessageLike, to_message
+from ...messages import Message, MessageLike, stamp, stamp_one, to_message
 from .._codec import (
     Durability,
     check_durability,
@@ -169,7 +169,7 @@ class SQLiteSession:
 
     def add_message(self, message: MessageLike) -> None:
         """Validate and append one message (one transaction)."""
-        message = to_message(message)
+        message = stamp_one(to_message(message))
         body = encode_message(message)
         db = self._database
         number = self._number
@@ -183,7 +183,7 @@ class SQLiteSession:
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message, then append them in one transaction: all or nothing."""
-        batch = to_messages(messages)
+        batch = stamp(to_messages(messages))
         if batch:
             self._append(batch, [encode_message(message) for message in batch])
 
@@ -211,7 +211,7 @@ class SQLiteSession:
 
     def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one transaction (used by `aniki sessions import`).
-        batch = to_messages(messages)
+        batch = stamp(to_messages(messages), keep=True)
         bodies = [encode_message(message) for message in batch]
         db = self._database
         with db.lock:

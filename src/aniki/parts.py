@@ -35,7 +35,7 @@ MAX_ATTACHMENT_BYTES = 20 * 1024 * 1024
 whole request at 32 MB). Larger files go by ``url=``."""
 
 _ATTACHMENT_KEYS = frozenset({"media_type", "data", "url", "name"})
-_REASONING_KEYS = frozenset({"text", "signature", "redacted"})
+_REASONING_KEYS = frozenset({"text", "signature", "redacted", "provider"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,39 +151,59 @@ class Attachment:
 class Reasoning:
     """A model's thinking, kept verbatim on the assistant message that followed it, so that it
     can be sent back where an API requires it (Anthropic's extended thinking, with its
-    signature, on the turn after a tool call).
+    signature, on the turn after a tool call; the OpenAI Responses API's encrypted reasoning
+    items, which a stateless request must carry itself).
+
+    Each provider sends back only the reasoning its own API wrote (see :attr:`provider`): one
+    vendor's thinking means nothing to another, and its API would refuse it.
 
     Example::
 
         Reasoning("The user wants the total, so add first.", signature="EqQBCkgIARABGAIi...")
         Reasoning(redacted="EmwKAhgBEgy3va3pzix/LafPsn4a...")  # encrypted by the provider
+        Reasoning("Add first.", signature="rs_68af...", redacted="gAAAAB...",
+                  provider="openai-responses")
     """
 
     text: str = ""
-    """The thinking as the model wrote it (empty when only ``redacted`` is given)."""
+    """The thinking as the model wrote it (empty when only ``redacted`` is given). For the
+    OpenAI Responses API, one part of the reasoning item's summary."""
     signature: str | None = field(default=None, kw_only=True)
-    """The provider's signature over ``text``, which it checks when the thinking comes back."""
+    """The provider's signature over ``text``, which it checks when the thinking comes back.
+    For the OpenAI Responses API it is the reasoning item's id (``rs_...``)."""
     redacted: str | None = field(default=None, kw_only=True)
-    """Thinking the provider sent encrypted (an opaque payload, returned as it came)."""
+    """Thinking the provider sent encrypted (an opaque payload, returned as it came). For the
+    OpenAI Responses API it is the reasoning item's ``encrypted_content``."""
+    provider: str | None = field(default=None, kw_only=True)
+    """The registered name of the provider whose model wrote it (``"anthropic"``,
+    ``"openai"``, ``"openai-responses"``); each provider sends back only its own. ``None``
+    for reasoning stored before aniki recorded it, or written by hand."""
 
     def __post_init__(self) -> None:
         check_text(self.text, "reasoning text", field="reasoning.text")
-        for name in ("signature", "redacted"):
+        for name in ("signature", "redacted", "provider"):
             value = getattr(self, name)
             if value is not None:
                 check_text(value, f"reasoning {name}", field=f"reasoning.{name}")
+        if self.provider == "":
+            raise ValidationError(
+                "reasoning provider must be a provider's name, or None when unknown",
+                field="reasoning.provider",
+            )
         if not self.text and not self.redacted and not self.signature:
             raise ValidationError(
                 "reasoning needs text, a signature or a redacted payload", field="reasoning.text"
             )
 
     def to_dict(self) -> dict[str, str]:
-        """JSON-safe: ``{"text", "signature" and "redacted" when set}``."""
+        """JSON-safe: ``{"text", "signature", "redacted" and "provider" when set}``."""
         data = {"text": self.text}
         if self.signature is not None:
             data["signature"] = self.signature
         if self.redacted is not None:
             data["redacted"] = self.redacted
+        if self.provider is not None:
+            data["provider"] = self.provider
         return data
 
     @classmethod
@@ -191,5 +211,8 @@ class Reasoning:
         """Build reasoning from :meth:`to_dict`'s mapping."""
         check_mapping(data, "reasoning", _REASONING_KEYS, field="reasoning")
         return cls(
-            data.get("text", ""), signature=data.get("signature"), redacted=data.get("redacted")
+            data.get("text", ""),
+            signature=data.get("signature"),
+            redacted=data.get("redacted"),
+            provider=data.get("provider"),
         )

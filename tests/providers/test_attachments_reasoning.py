@@ -89,6 +89,22 @@ def test_bad_attachments_and_reasoning_are_refused_saying_what_to_fix(
         make()
 
 
+def test_reasoning_records_the_provider_that_wrote_it_only_when_known() -> None:
+    mine = Reasoning("Add.", signature="rs_1", redacted="gAAAA", provider="openai-responses")
+    assert mine.to_dict() == {
+        "text": "Add.",
+        "signature": "rs_1",
+        "redacted": "gAAAA",
+        "provider": "openai-responses",
+    }
+    assert Reasoning.from_dict(mine.to_dict()) == mine
+    old = Reasoning("Add.", signature="sig")  # as stored before providers were recorded
+    assert "provider" not in old.to_dict()
+    assert Reasoning.from_dict({"text": "Add.", "signature": "sig"}) == old
+    with pytest.raises(ValidationError, match="provider must be a provider's name"):
+        Reasoning("Add.", provider="")
+
+
 def test_a_user_or_tool_message_may_be_attachments_only() -> None:
     image = Attachment("image/png", data=PNG)
     assert Message("user", "", attachments=(image,)).content == ""
@@ -200,12 +216,12 @@ async def test_reasoning_content_of_a_compatible_server_is_kept(server: FakeServ
     )
     request = ModelRequest(model="m", messages=(Message("user", "2 + 2?"),))
     whole = await openai(server).complete(request)
-    assert whole.to_message().reasoning == (Reasoning("2 + 2 is 4."),)
+    assert whole.to_message().reasoning == (Reasoning("2 + 2 is 4.", provider="openai"),)
     items = [item async for item in openai(server).stream(request)]
     assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Two ", "and two."]
     streamed = items[-1]
     assert isinstance(streamed, ModelResponse)
-    assert streamed.reasoning == (Reasoning("Two and two."),)
+    assert streamed.reasoning == (Reasoning("Two and two.", provider="openai"),)
     assert streamed.content == "4"
 
 
@@ -321,7 +337,10 @@ async def test_thinking_in_a_reply_is_kept_verbatim_whole_or_streamed(server: Fa
     server.enqueue(thinking_stream(("Let me ", "add."), signature="sig-1"))
     server.enqueue(thinking_stream(("Let ", "me add."), signature=None))
     request = ModelRequest(model="m", messages=(Message("user", "2 + 3?"),))
-    expected = (Reasoning("Let me add.", signature="sig-1"), Reasoning(redacted="enc-2"))
+    expected = (
+        Reasoning("Let me add.", signature="sig-1", provider="anthropic"),
+        Reasoning(redacted="enc-2", provider="anthropic"),
+    )
     whole = await anthropic(server).complete(request)
     assert (whole.content, whole.to_message().reasoning) == ("5", expected)
     items = [item async for item in anthropic(server).stream(request)]
@@ -333,7 +352,7 @@ async def test_thinking_in_a_reply_is_kept_verbatim_whole_or_streamed(server: Fa
     assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Let ", "me add."]
     unsigned = items[-1]
     assert isinstance(unsigned, ModelResponse)
-    assert unsigned.reasoning == (Reasoning("Let me add."),)
+    assert unsigned.reasoning == (Reasoning("Let me add.", provider="anthropic"),)
 
 
 # --- streamed reasoning ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Every error path, for both wire formats: what the server did, what aniki raised.
+"""Every error path, for every wire format: what the server did, what aniki raised.
 
 Retries are the official clients' own; these tests check that they happen (and stop), that
 ``Retry-After`` is honoured, and that whatever fails reaches the caller as an aniki error
@@ -29,7 +29,7 @@ from aniki import (
 from aniki.providers.base import Provider
 
 from .fake_server import Drop, FakeServer, Respond, Stall, Stream, closed_port, sse
-from .vendors import API_KEY, Vendor
+from .vendors import ALL_VENDORS, API_KEY, Vendor
 
 REQUEST = ModelRequest(model="m", messages=(Message("user", "Hi"),))
 FAST_RETRY = {"retry-after-ms": "10"}
@@ -53,6 +53,13 @@ def reply(vendor: Vendor, mode: str, text: str) -> Respond | Stream:
 
 
 both_modes = pytest.mark.parametrize("mode", ["complete", "stream"])
+
+
+@pytest.fixture(params=ALL_VENDORS, ids=lambda vendor: vendor.name)
+def vendor(request: pytest.FixtureRequest) -> Vendor:
+    """Each wire format in turn, the Responses API included."""
+    chosen: Vendor = request.param
+    return chosen
 
 
 @both_modes
@@ -247,6 +254,8 @@ async def test_a_malformed_event(server: FakeServer, vendor: Vendor, bad: str) -
     events = vendor.text_events(["Once ", "upon"])
     if vendor.name == "anthropic":
         bad = "event: content_block_delta\n" + bad
+    elif vendor.name == "openai-responses" and "choices" in bad:
+        bad = sse({"type": "response.output_text.delta", "delta": 5})
     cut = vendor.text_prefix + 1
     server.enqueue(Stream([*events[:cut], bad, *events[cut:]]))
     error = await assert_interrupted(vendor.provider(server.url), ["Once "])
@@ -285,4 +294,4 @@ async def test_every_failure_keeps_the_client_error_as_cause(
             await call(p, mode)
         cause = info.value.__cause__
         assert cause is not None
-        assert type(cause).__module__.split(".")[0] == vendor.name
+        assert type(cause).__module__.split(".")[0] == vendor.name.split("-")[0]

@@ -11,26 +11,34 @@ from aniki import UserError
 from aniki.providers import available_providers, get_provider
 from aniki.providers.anthropic import AnthropicProvider
 from aniki.providers.openai import OpenAIProvider
+from aniki.providers.openai_responses import OpenAIResponsesProvider
 
 
 def test_builtin_names_resolve() -> None:
-    assert {"openai", "anthropic"} <= set(available_providers())
+    assert {"openai", "openai-responses", "anthropic"} <= set(available_providers())
     assert isinstance(get_provider("openai"), OpenAIProvider)
+    assert isinstance(get_provider("openai-responses"), OpenAIResponsesProvider)
     assert isinstance(get_provider("anthropic"), AnthropicProvider)
     assert aniki.providers.OpenAIProvider is OpenAIProvider
+    assert aniki.providers.OpenAIResponsesProvider is OpenAIResponsesProvider
     assert aniki.providers.AnthropicProvider is AnthropicProvider
 
 
 @pytest.mark.parametrize(
-    ("name", "attribute"), [("openai", "OpenAIProvider"), ("anthropic", "AnthropicProvider")]
+    ("name", "module", "attribute", "extra"),
+    [
+        ("openai", "openai", "OpenAIProvider", "openai"),
+        ("openai-responses", "openai_responses", "OpenAIResponsesProvider", "openai"),
+        ("anthropic", "anthropic", "AnthropicProvider", "anthropic"),
+    ],
 )
 def test_a_missing_vendor_package_names_the_extra(
-    monkeypatch: pytest.MonkeyPatch, name: str, attribute: str
+    monkeypatch: pytest.MonkeyPatch, name: str, module: str, attribute: str, extra: str
 ) -> None:
     # As if the vendor package were not installed: importing it fails.
-    monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.delitem(sys.modules, f"aniki.providers.{name}")
-    with pytest.raises(UserError, match=rf"pip install 'aniki-sdk\[{name}\]'"):
+    monkeypatch.setitem(sys.modules, extra, None)
+    monkeypatch.delitem(sys.modules, f"aniki.providers.{module}")
+    with pytest.raises(UserError, match=rf"pip install 'aniki-sdk\[{extra}\]'"):
         get_provider(name)
-    with pytest.raises(UserError, match=rf"pip install 'aniki-sdk\[{name}\]'"):
+    with pytest.raises(UserError, match=rf"pip install 'aniki-sdk\[{extra}\]'"):
         getattr(aniki.providers, attribute)

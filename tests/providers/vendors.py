@@ -10,9 +10,11 @@ from typing import Any
 from aniki.providers.anthropic import AnthropicProvider
 from aniki.providers.base import Provider
 from aniki.providers.openai import OpenAIProvider
+from aniki.providers.openai_responses import OpenAIResponsesProvider
 
 from . import anthropic_shapes as anth
 from . import openai_shapes as oai
+from . import responses_shapes as rsp
 from .fake_server import RecordedRequest, Respond
 
 API_KEY = "sk-test-4f9c2a77d1e04b8b"
@@ -44,7 +46,7 @@ class Vendor:
         return self.make(api_key=API_KEY, base_url=self._base(server_url), **options)
 
     def _base(self, server_url: str) -> str:
-        return server_url + "/v1" if self.name == "openai" else server_url
+        return server_url + "/v1" if self.name.startswith("openai") else server_url
 
     def sent_messages(self, request: RecordedRequest) -> list[dict[str, Any]]:
         body = request.json()
@@ -135,4 +137,33 @@ ANTHROPIC = Vendor(
     auth_error=anth.error_body(f"invalid x-api-key {API_KEY}", type="authentication_error"),
 )
 
+RESPONSES = Vendor(
+    name="openai-responses",
+    env_var="OPENAI_API_KEY",
+    path="/v1/responses",
+    make=OpenAIResponsesProvider,
+    text_reply=lambda text: rsp.response([rsp.message_item(text)]),
+    tool_reply=lambda calls: rsp.response(
+        [rsp.call_item(i, n, json.dumps(a)) for i, n, a in calls]
+    ),
+    text_events=lambda pieces: rsp.text_stream(pieces),
+    tool_events=rsp.tool_stream,
+    unfinished_events=lambda pieces: rsp.text_stream(pieces)[:-1],
+    text_prefix=4,
+    context_error=rsp.error_body(
+        "Your input exceeds the context window of this model. Please adjust your input and "
+        "try again.",
+        type="invalid_request_error",
+        code="context_length_exceeded",
+        param="input",
+    ),
+    rate_limit_error=OPENAI.rate_limit_error,
+    server_error=OPENAI.server_error,
+    auth_error=OPENAI.auth_error,
+)
+
 VENDORS = [OPENAI, ANTHROPIC]
+"""The two wire formats every shared behaviour is tested on (the reliability suites too)."""
+
+ALL_VENDORS = [OPENAI, ANTHROPIC, RESPONSES]
+"""Every wire format, the Responses API included (the fault tests run on all three)."""

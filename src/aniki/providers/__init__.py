@@ -1,7 +1,7 @@
 """Model providers: the protocol, the name registry, and the built-in vendors.
 
-``OpenAIProvider`` and ``AnthropicProvider`` are imported on first access, so that the
-vendor packages are needed only when used.
+``OpenAIProvider``, ``OpenAIResponsesProvider`` and ``AnthropicProvider`` are imported on
+first access, so that the vendor packages are needed only when used.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from .registry import available_providers, get_provider, register_provider
 if TYPE_CHECKING:
     from .anthropic import AnthropicProvider
     from .openai import OpenAIProvider
+    from .openai_responses import OpenAIResponsesProvider
 
 __all__ = [
     "AnthropicProvider",
@@ -21,6 +22,7 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ToolDefinition",
     "available_providers",
@@ -30,6 +32,7 @@ __all__ = [
 
 _LAZY = {
     "OpenAIProvider": ("openai", "openai"),
+    "OpenAIResponsesProvider": ("openai_responses", "openai"),
     "AnthropicProvider": ("anthropic", "anthropic"),
 }
 

@@ -79,8 +79,8 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
             content = [{"type": "text", "text": message.content}] if message.content else []
             content += attached
         return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": content}]
-    # Thinking goes back first, as it came; only Anthropic's own (signed, or redacted) is
-    # taken back: reasoning another provider wrote into the same history is left out.
+    # Thinking goes back first, as it came; only Anthropic's own is taken back: reasoning
+    # another provider wrote into the same history is left out (see anthropic_thinking).
     thinking = (anthropic_thinking(part) for part in message.reasoning)
     blocks: list[dict[str, Any]] = [block for block in thinking if block is not None]
     blocks += attached  # images and documents before the text that asks about them
@@ -291,13 +291,15 @@ def parse_message(data: Any) -> ModelResponse:
 
 
 def _reasoning(block: Mapping[str, Any]) -> Reasoning:
-    """A ``thinking`` or ``redacted_thinking`` block, verbatim."""
+    """A ``thinking`` or ``redacted_thinking`` block, verbatim, marked as Anthropic's."""
     if block.get("type") == "redacted_thinking":
-        return Reasoning(redacted=_text(block.get("data"), "redacted_thinking data"))
+        redacted = _text(block.get("data"), "redacted_thinking data")
+        return Reasoning(redacted=redacted, provider="anthropic")
     signature = block.get("signature")
     return Reasoning(
         _text(block.get("thinking"), "a thinking block"),
         signature=_text(signature, "thinking signature") if signature is not None else None,
+        provider="anthropic",
     )
 
 

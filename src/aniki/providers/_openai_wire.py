@@ -237,7 +237,7 @@ def parse_completion(data: Any) -> ModelResponse:
         usage=_usage(data.get("usage")),
         finish_reason=_text(choice.get("finish_reason"), "finish_reason") or None,
         model=model if isinstance(model, str) else None,
-        reasoning=(Reasoning(thinking),) if thinking else (),
+        reasoning=(Reasoning(thinking, provider="openai"),) if thinking else (),
     )
 
 
@@ -324,5 +324,7 @@ class ChunkAccumulator:
             usage=self._usage,
             finish_reason=self.finish_reason,
             model=self._model,
-            reasoning=(Reasoning("".join(self._thinking)),) if self._thinking else (),
+            reasoning=(
+                (Reasoning("".join(self._thinking), provider="openai"),) if self._thinking else ()
+            ),
         )

@@ -1,5 +1,6 @@
 """Attachments and reasoning in each wire format (pure, no I/O): Chat Completions content
-parts, Messages API blocks, and the thinking blocks the Messages API takes back.
+parts, Responses API input content, Messages API blocks, and the thinking blocks the
+Messages API takes back.
 
 What an API cannot take is a :class:`~aniki.UserError` naming what to do instead, raised
 while the request is built, before anything is sent.
@@ -13,7 +14,7 @@ from typing import Any
 from ..errors import UserError
 from ..messages import Attachment, Reasoning
 
-__all__ = ["anthropic_block", "anthropic_thinking", "kinds", "openai_part"]
+__all__ = ["anthropic_block", "anthropic_thinking", "kinds", "openai_part", "responses_part"]
 
 
 def kinds(attachments: tuple[Attachment, ...]) -> str:
@@ -42,6 +43,26 @@ def openai_part(part: Attachment) -> dict[str, Any]:
     }
 
 
+def responses_part(part: Attachment) -> dict[str, Any]:
+    """One attachment as Responses API input content (in a message or a tool's output)."""
+    if part.kind == "audio":
+        raise UserError(
+            f"the OpenAI Responses API takes no audio ({part.media_type}) in its input; "
+            "transcribe it first, or use the Chat Completions provider (openai)"
+        )
+    if part.kind == "image":
+        url = part.url if part.url is not None else _data_url(part)
+        return {"type": "input_image", "image_url": url, "detail": "auto"}
+    if part.media_type == "text/plain":
+        heading = f"[{part.name}]\n" if part.name else ""
+        return {"type": "input_text", "text": heading + _text(part, _inline(part, _RESPONSES))}
+    if part.url is not None:  # a PDF the API fetches itself
+        by_url = {"type": "input_file", "file_url": part.url}
+        return by_url | ({"filename": part.name} if part.name else {})
+    filename = part.name or "document.pdf"  # the API wants a name with inline data
+    return {"type": "input_file", "filename": filename, "file_data": _data_url(part)}
+
+
 def anthropic_block(part: Attachment) -> dict[str, Any]:
     """One attachment as a Messages API content block."""
     if part.kind == "audio":
@@ -64,13 +85,19 @@ def anthropic_block(part: Attachment) -> dict[str, Any]:
 
 
 def anthropic_thinking(part: Reasoning) -> dict[str, Any] | None:
-    """The thinking block to send back, or ``None`` for reasoning the API would refuse: an
-    unsigned one, which another provider wrote into the same history."""
+    """The thinking block to send back, or ``None`` for reasoning the API would refuse:
+    another provider's (its ``provider`` says so), or an unsigned one (reasoning stored
+    without a ``provider``, written by another provider into the same history)."""
+    if part.provider not in (None, "anthropic"):
+        return None
     if part.redacted is not None:
         return {"type": "redacted_thinking", "data": part.redacted}
     if part.signature is None:
         return None
     return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+
+
+_RESPONSES = "the OpenAI Responses API"
 
 
 def _inline(part: Attachment, api: str) -> bytes:

@@ -1,4 +1,4 @@
-"""Pieces both vendors' stream handling share: tool-call assembly and failure reasons."""
+"""Pieces every wire format's stream handling shares: tool-call assembly and failure reasons."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ._errors import VendorErrors, server_message
 __all__ = [
     "IncompleteStream",
     "MalformedReply",
+    "ReplyFailed",
     "ToolCallAssembler",
     "describe_stream_failure",
     "guarded",
@@ -41,6 +42,16 @@ def optional_text(value: Any, what: str) -> str:
 
 class IncompleteStream(MalformedReply):
     """A stream that ended cleanly but before the provider said the reply was finished."""
+
+
+class ReplyFailed(MalformedReply):
+    """A well-formed reply or stream event in which the server says it failed to produce
+    the reply (the Responses API's ``response.failed`` and ``error`` events)."""
+
+    def __init__(self, message: str, *, body: Any = None) -> None:
+        super().__init__(message)
+        self.body = body
+        """What the server sent about the failure (its error object)."""
 
 
 def require_mapping(value: Any, what: str) -> dict[str, Any]:
@@ -147,6 +158,8 @@ def describe_stream_failure(exc: BaseException, vendor: VendorErrors) -> str:
     """Why a stream broke, in words, from the exception its iteration raised."""
     if isinstance(exc, IncompleteStream):
         return str(exc)
+    if isinstance(exc, ReplyFailed):
+        return f"the server sent an error part-way: {exc}"
     if isinstance(exc, MalformedReply) or undecodable_json(exc):
         return f"a malformed chunk: {exc}"
     if _looks_like_timeout(exc):

@@ -16,6 +16,7 @@ ProviderFactory = Callable[[], Provider]
 # `import aniki` never pays for a vendor client.
 _BUILTIN: dict[str, tuple[str, str]] = {
     "openai": ("aniki.providers.openai:OpenAIProvider", "openai"),
+    "openai-responses": ("aniki.providers.openai_responses:OpenAIResponsesProvider", "openai"),
     "anthropic": ("aniki.providers.anthropic:AnthropicProvider", "anthropic"),
 }
 _FACTORIES: dict[str, ProviderFactory] = {}

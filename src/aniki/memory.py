@@ -50,6 +50,25 @@ class Memory:
         """Remove every message."""
         self._messages.clear()
 
+    def undo(self) -> tuple[Message, ...]:
+        """Remove the last turn (the last user message and everything after it) and return
+        it, oldest first; ``()`` when no user message is held."""
+        start = len(self._messages)
+        for position in range(start - 1, -1, -1):
+            if self._messages[position].role == "user":
+                start = position
+                break
+        removed = tuple(self._messages[start:])
+        del self._messages[start:]
+        return removed
+
+    def copy(self, count: int | None = None) -> Memory:
+        """A new memory holding the first ``count`` messages (all of them when ``None``),
+        ids and times kept."""
+        copied = Memory()
+        copied._messages = self._messages[:count]
+        return copied
+
     def __len__(self) -> int:
         return len(self._messages)
 

@@ -15,11 +15,13 @@ from ..sessions.base import SessionInfo
 __all__ = [
     "absent",
     "check_store_url",
+    "fork_session",
     "list_sessions",
     "open_store_session",
     "read_messages",
     "replace_messages",
     "split_reference",
+    "undo_session",
 ]
 
 # The schemes open_session knows; "file:chats" (relative) is as much a URL as "file:///chats".
@@ -114,6 +116,35 @@ def replace_messages(url: str, session_id: str, messages: Sequence[Message]) -> 
         session.clear()
         if messages:
             session.add_messages(list(messages))
+    finally:
+        _close(session)
+
+
+def fork_session(url: str, session_id: str, new_id: str, upto: str | None) -> int:
+    """Fork ``session_id`` into ``new_id`` (through message ``upto``); the messages copied."""
+    session = open_store_session(url, session_id)
+    try:
+        fork = getattr(session, "fork", None)
+        if not callable(fork):
+            raise UserError(f"the store at {url!r} cannot fork sessions")
+        forked = fork(new_id, upto=upto)
+        try:
+            return len(forked.get_messages())
+        finally:
+            _close(forked)
+    finally:
+        _close(session)
+
+
+def undo_session(url: str, session_id: str) -> Sequence[Message]:
+    """Remove the last turn of ``session_id``; the messages removed."""
+    session = open_store_session(url, session_id)
+    try:
+        undo = getattr(session, "undo", None)
+        if not callable(undo):
+            raise UserError(f"the store at {url!r} cannot undo a turn")
+        removed: Sequence[Message] = undo()
+        return removed
     finally:
         _close(session)
 

@@ -1,4 +1,5 @@
-"""``aniki sessions``: list, show, export, import, remove and copy stored conversations."""
+"""``aniki sessions``: list, show, export, import, remove, copy, fork and undo stored
+conversations."""
 
 from __future__ import annotations
 
@@ -29,7 +30,14 @@ from ._common import (
     warn,
 )
 from ._imports import parse_export
-from ._stores import list_sessions, read_messages, replace_messages, split_reference
+from ._stores import (
+    fork_session,
+    list_sessions,
+    read_messages,
+    replace_messages,
+    split_reference,
+    undo_session,
+)
 
 __all__ = ["sessions"]
 
@@ -215,6 +223,61 @@ def copy_command(source: str, destination: str, store: str | None, replace: bool
     )
 
 
+@sessions.command("fork")
+@click.argument("session_id")
+@click.argument("new_id")
+@store_option
+@click.option(
+    "--upto",
+    default=None,
+    metavar="MESSAGE_ID",
+    help="Copy the history through this message only (`aniki sessions show` prints the ids).",
+)
+@handle_errors
+def fork_command(session_id: str, new_id: str, store: str | None, upto: str | None) -> None:
+    """Fork a session: NEW_ID gets a copy of its history (ids and times kept) and its stored
+    summary or window, in one step; the original is unchanged.
+
+    SESSION_ID is an id in --store, or URL#ID to name another store; NEW_ID is in the same
+    store and must hold no messages.
+    """
+    url, session_id = _reference(session_id, store or default_store_url())
+    _existing(url, session_id)
+    copied = fork_session(url, session_id, new_id, upto)
+    console.print(f"forked {text(repr(session_id))} into {text(repr(new_id))} ({copied} messages)")
+
+
+@sessions.command("undo")
+@click.argument("session_id")
+@store_option
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@handle_errors
+def undo_command(session_id: str, store: str | None, yes: bool) -> None:
+    """Remove a session's last turn: its last user message and everything after it, in one
+    step, and print what was removed."""
+    url, session_id = _reference(session_id, store or default_store_url())
+    messages = _existing(url, session_id)
+    start = max((n for n, m in enumerate(messages) if m.role == "user"), default=None)
+    if start is None:
+        fail(f"session {session_id!r} has no user message: there is no turn to undo")
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            fail(
+                f"not removing the last {len(messages) - start} messages of {session_id!r} "
+                "without a confirmation",
+                code=EXIT_USAGE,
+                hint="pass --yes to undo from a script (no terminal to ask on)",
+            )
+        click.confirm(
+            f"remove the last {len(messages) - start} messages of {session_id!r}?", abort=True
+        )
+    removed = undo_session(url, session_id)
+    for message in removed:
+        _print_message(message)
+    console.print(f"removed {len(removed)} messages from {text(repr(session_id))}")
+
+
 def _reference(reference: str, default_url: str) -> tuple[str, str]:
     found = split_reference(reference, default_url)
     if found is None:
@@ -243,6 +306,13 @@ def _print_message(message: Message) -> None:
     label = f"[bold {colors[message.role]}]{message.role}[/]"
     if message.tool_call_id:
         label += f" [dim](answers {text(message.tool_call_id)})[/]"
+    if message.id is not None:
+        label += f" [dim]{text(plain(message.id, lines=False))}"
+        if message.created_at is not None:
+            label += f" {message.created_at.strftime('%Y-%m-%d %H:%M:%S')}"
+        if message.model is not None:
+            label += f" {text(message.model)}"
+        label += "[/]"
     console.print(label)
     if message.content:
         console.print(plain(message.content), markup=False)

@@ -500,6 +500,31 @@ class EncryptedSession(Generic[SessionT]):
         return _then(self._tail(known=True), write)
 
     @overload
+    def undo(self: EncryptedSession[Session]) -> tuple[Message, ...]: ...
+    @overload
+    def undo(
+        self: EncryptedSession[AsyncSession],
+    ) -> Coroutine[Any, Any, tuple[Message, ...]]: ...
+    def undo(self) -> Any:
+        """Remove the last turn through the inner store's ``undo()`` (roles are stored in the
+        clear, so it finds the last user message without a key) and return it decrypted.
+
+        The records before it keep their chain: only the tail goes. There is no ``fork``:
+        every record is sealed to its session's id, so a copy under another id would be
+        refused as moved. To branch, read the history and add it to a new encrypted session.
+        """
+        undo = getattr(self._inner, "undo", None)
+        if not callable(undo):
+            raise UserError(f"{type(self._inner).__name__} has no undo(); it cannot remove a turn")
+        self._known_tail = None
+
+        def opened(removed: Sequence[Message]) -> tuple[Message, ...]:
+            where = f"a removed message of session {self.id!r}"
+            return tuple(self._open_record(stored, where).plain for stored in removed)
+
+        return _then(undo(), opened)
+
+    @overload
     def clear(self: EncryptedSession[Session]) -> None: ...
     @overload
     def clear(self: EncryptedSession[AsyncSession]) -> Coroutine[Any, Any, None]: ...

@@ -11,6 +11,7 @@ from typing import Any
 from ..memory import Memory
 from ..messages import Message, MessageLike
 from ._codec import check_meta_key, check_session_id, encode_meta
+from ._edits import FORK_SKIPPED_META, fork_target, forked_count
 
 __all__ = ["InMemorySession", "meta_json"]
 
@@ -71,6 +72,33 @@ class InMemorySession:
         """Delete the history and any derived state (such as a stored summary)."""
         self._memory.clear()
         self._meta.clear()
+
+    def fork(self, new_id: str, *, upto: str | None = None) -> InMemorySession:
+        """A new session ``new_id`` holding a copy of this history through the message whose
+        id is ``upto`` (all of it when ``None``), ids and times kept, and its derived state
+        (except a reader's claim on making the next summary).
+
+        The copy is a separate object: like every ``InMemorySession``, it shares nothing.
+
+        Raises:
+            UserError: ``new_id`` is this session's id, or no message has the id ``upto``.
+        """
+        target = fork_target(self._id, new_id)
+        count = forked_count(self._memory.get_messages(), upto, self._id)
+        forked = InMemorySession(target)
+        forked._memory = self._memory.copy(count)
+        with self._meta_lock:
+            forked._meta = {
+                key: json.loads(json.dumps(value))
+                for key, value in self._meta.items()
+                if key not in FORK_SKIPPED_META
+            }
+        return forked
+
+    def undo(self) -> tuple[Message, ...]:
+        """Remove the last turn (the last user message and everything after it) and return
+        it, oldest first; ``()``, removing nothing, when no user message is held."""
+        return self._memory.undo()
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""

@@ -50,6 +50,16 @@ class AsyncInMemorySession:
         """Delete the history and any derived state."""
         self._sync.clear()
 
+    async def fork(self, new_id: str, *, upto: str | None = None) -> AsyncInMemorySession:
+        """:meth:`InMemorySession.fork <aniki.InMemorySession.fork>`, awaited."""
+        forked = AsyncInMemorySession.__new__(AsyncInMemorySession)
+        forked._sync = self._sync.fork(new_id, upto=upto)
+        return forked
+
+    async def undo(self) -> tuple[Message, ...]:
+        """:meth:`InMemorySession.undo <aniki.InMemorySession.undo>`, awaited."""
+        return self._sync.undo()
+
     async def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         return self._sync.get_meta(key)

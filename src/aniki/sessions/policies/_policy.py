@@ -370,6 +370,19 @@ class SuffixPolicy(Generic[SessionT]):
         return add_each(self._inner, batch)
 
     @overload
+    def undo(self: SuffixPolicy[Session]) -> tuple[Message, ...]: ...
+    @overload
+    def undo(self: SuffixPolicy[AsyncSession]) -> Coroutine[Any, Any, tuple[Message, ...]]: ...
+    def undo(self) -> Any:
+        """Remove the last turn from the inner store (its ``undo()``) and return it. The cut
+        is found again on the next read, or starts afresh when the turn held it."""
+        undo = getattr(self._inner, "undo", None)
+        if not callable(undo):
+            raise UserError(f"{type(self._inner).__name__} has no undo(); it cannot remove a turn")
+        self._state = _CutState()
+        return undo()
+
+    @overload
     def clear(self: SuffixPolicy[Session]) -> None: ...
     @overload
     def clear(self: SuffixPolicy[AsyncSession]) -> Coroutine[Any, Any, None]: ...

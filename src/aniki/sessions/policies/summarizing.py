@@ -153,6 +153,18 @@ class SummarizingSession:
         """Append a batch: atomically when the inner store has ``add_messages``."""
         await session_io.append(self._inner, [to_message(message) for message in messages])
 
+    async def undo(self) -> tuple[Message, ...]:
+        """Remove the last turn from the inner store (its ``undo()``) and return it. A summary
+        that covered part of it no longer matches the history: the next read makes a new one.
+        """
+        undo = getattr(self._inner, "undo", None)
+        if not callable(undo):
+            raise UserError(f"{type(self._inner).__name__} has no undo(); it cannot remove a turn")
+        removed: tuple[Message, ...] = tuple(await self._io(undo))
+        self._total_hint = self._failed_at = None
+        self._previous_view = None
+        return removed
+
     async def clear(self) -> None:
         """Delete the inner store's history and the summary."""
         await self._io(self._inner.clear)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ...messages import MessageLike
+from ...messages import Message, MessageLike
 from .._codec import Durability, to_messages
 from .._offload import Offloaded
 from .session import SQLiteSession
@@ -74,6 +74,18 @@ class AsyncSQLiteSession(Offloaded[SQLiteSession]):
     def durability(self) -> Durability:
         """The durability level of this session's commits."""
         return self._sync.durability
+
+    async def fork(self, new_id: str, *, upto: str | None = None) -> AsyncSQLiteSession:
+        """:meth:`SQLiteSession.fork <aniki.sessions.SQLiteSession.fork>`, awaited: a new
+        session ``new_id`` in this file holding a copy of this history (through message
+        ``upto``) and its derived state, in one transaction."""
+        forked = await self._call(lambda: self._sync.fork(new_id, upto=upto))
+        return AsyncSQLiteSession._of(forked)
+
+    async def undo(self) -> tuple[Message, ...]:
+        """:meth:`SQLiteSession.undo <aniki.sessions.SQLiteSession.undo>`, awaited: remove
+        the last turn (from the last user message on) in one transaction and return it."""
+        return await self._call(self._sync.undo)
 
     async def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one transaction (used by `aniki sessions import`).

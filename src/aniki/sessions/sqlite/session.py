@@ -55,9 +55,11 @@ from .._codec import (
     encode_meta,
     to_messages,
 )
+from .._edits import fork_target
 from ..base import SessionInfo
 from ..memory import meta_json
 from ._db import Database, database_for
+from ._edits import fork_rows, undo_rows
 
 __all__ = ["SQLiteSession", "SQLiteStore"]
 
@@ -216,6 +218,46 @@ class SQLiteSession:
         db = self._database
         with db.lock:
             self._reset(db.replace(self._id, bodies, time.time()))
+
+    def fork(self, new_id: str, *, upto: str | None = None) -> SQLiteSession:
+        """A new session ``new_id`` in this file holding a copy of this history, through the
+        message whose id is ``upto`` (all of it when ``None``), and its derived state.
+
+        The copies keep their ids, times, model and usage. Meta (a summary, a policy's cut)
+        is copied too, except a reader's claim on making the next summary. One write
+        transaction: the new session is whole or absent, whatever else writes to the file.
+
+        Example::
+
+            draft = session.fork("conversation-42-draft", upto=message.id)
+
+        Raises:
+            UserError: ``new_id`` is this session's id or already holds messages (a cleared
+                session holds none), or no message has the id ``upto``.
+        """
+        target = fork_target(self._id, new_id)
+        fork_rows(self._database, self._id, target, upto)
+        return SQLiteSession(target, self._path, durability=self._durability, timeout=self._timeout)
+
+    def undo(self) -> tuple[Message, ...]:
+        """Remove the last turn (the last user message and everything after it) and return
+        it, oldest first; ``()``, removing nothing, when no user message is stored.
+
+        One write transaction. Other instances, in this process or another, see the shorter
+        history on their next read. Derived state stays: the policies check a stored cut
+        or summary against the history and start afresh where it no longer fits.
+
+        Example::
+
+            removed = session.undo()  # the question and its answer, to ask again
+        """
+        db = self._database
+        with db.lock:
+            removed = undo_rows(db, self._id)
+            if removed:
+                self._reset(None)
+                self._own.clear()
+        return tuple(removed)
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""

@@ -368,9 +368,9 @@ def _coerce_parts(message: Message, name: str, kind: type[Any], what: str) -> tu
     given = getattr(message, name)
     parts: Any = given
     if not isinstance(parts, tuple):
-        if isinstance(parts, (str, bytes, Mapping)) or not isinstance(parts, Iterable):
+        if not isinstance(parts, list):  # a set or a generator has no order to keep
             raise ValidationError(
-                f"{name} must be a sequence of {what}, got {type(parts).__name__}",
+                f"{name} must be a list or tuple of {what}, got {type(parts).__name__}",
                 field=name,
             )
         parts = tuple(parts)

@@ -53,7 +53,7 @@ def test_tool_calls_given_as_a_list_of_dicts_become_a_tuple_of_tool_calls() -> N
         ({"role": "user", "content": "x", "extra": 1}, "extra", "unknown message key"),
         ({"role": "user", "content": None}, "content", "must be a string"),
         ({"role": "user", "content": "\ud800"}, "content", "surrogate"),
-        ({"role": "assistant", "content": "x", "tool_calls": "f"}, "tool_calls", "sequence"),
+        ({"role": "assistant", "content": "x", "tool_calls": "f"}, "tool_calls", "list or tuple"),
         (
             {"role": "assistant", "content": "x", "tool_calls": [{"name": "f"}]},
             "tool_calls.id",

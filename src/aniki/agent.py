@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from .context import Context
 from .errors import UserError
@@ -15,13 +15,27 @@ from .sessions.base import AsyncSession, Session
 from .sessions.memory import InMemorySession
 from .tools import Tool, tools_by_name
 
-__all__ = ["Agent", "Instructions", "Middleware"]
+__all__ = ["Agent", "Instructions", "MCPServer", "Middleware"]
 
 Instructions: TypeAlias = "str | Callable[[Context], str | Awaitable[str]]"
 """An agent's system prompt, or a function of the run's context that returns it."""
 
 Middleware: TypeAlias = Callable[..., Awaitable[Any]]
 """``async (ctx, request, call_next) -> ModelResponse``, wrapped around every model call."""
+
+
+class MCPServer(Protocol):
+    """What ``Agent(mcp_servers=...)`` takes: a source of tools, such as
+    :class:`aniki.mcp.MCPServerStdio` and :class:`aniki.mcp.MCPServerHTTP`."""
+
+    @property
+    def name(self) -> str:
+        """The server's name, for errors and traces."""
+        ...
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools the server offers now, each calling the server when invoked."""
+        ...
 
 
 class Agent:
@@ -55,6 +69,7 @@ class Agent:
         output_schema: Any = None,
         middleware: Sequence[Middleware] = (),
         settings: ModelSettings | None = None,
+        mcp_servers: Sequence[MCPServer] = (),
     ) -> None:
         if not isinstance(name, str) or not name:
             raise UserError("an agent needs a non-empty name")
@@ -77,6 +92,30 @@ class Agent:
         self.middleware: tuple[Middleware, ...] = tuple(middleware)
         self.settings: ModelSettings = settings if settings is not None else ModelSettings()
         self._resolved: Provider | None = provider if not isinstance(provider, str) else None
+        self.mcp_servers: tuple[MCPServer, ...] = tuple(mcp_servers)
+        for server in self.mcp_servers:
+            if not callable(getattr(server, "list_tools", None)):
+                raise UserError(
+                    f"mcp_servers takes MCP servers (aniki.mcp.MCPServerStdio or MCPServerHTTP), "
+                    f"got {type(server).__name__}"
+                )
+
+    async def gather_tools(self) -> dict[str, Tool]:
+        """The tools a run offers the model, by name: the agent's own, then those of each of
+        its MCP servers (a name given twice is refused with :class:`~aniki.UserError`)."""
+        if not self.mcp_servers:
+            return dict(self.tools)
+        gathered = dict(self.tools)
+        for server in self.mcp_servers:
+            for found in await server.list_tools():
+                if found.name in gathered:
+                    raise UserError(
+                        f"agent {self.name!r} has two tools named {found.name!r} (one from MCP "
+                        f"server {server.name!r}); rename one, or give the server a "
+                        "tool_prefix"
+                    )
+                gathered[found.name] = found
+        return gathered
 
     def resolve_provider(self) -> Provider:
         """The provider object, built from the registry on first use when given by name."""

@@ -47,6 +47,7 @@ from .workers import SETUP
 
 if TYPE_CHECKING:
     from ..agent import Agent, Middleware
+    from ..tools import Tool
 
 __all__ = ["Outcome", "RunPlan", "execute", "prepare"]
 
@@ -70,6 +71,9 @@ class RunPlan:
     stream_retries: int = 2
     retry_backoff: float = 0.5
     emit: Emit | None = None
+    tools: dict[str, Tool] = field(default_factory=dict)
+    """The tools the model may call in this run: the agent's own, and those its MCP servers
+    offer (gathered by :func:`prepare`)."""
 
 
 @dataclass(slots=True)
@@ -101,6 +105,7 @@ async def prepare(plan: RunPlan) -> None:
     """
     if plan.provider is None:
         plan.provider = await SETUP.submit(plan.agent.resolve_provider)
+    plan.tools = await plan.agent.gather_tools()
     model = plan.agent.model
     if model not in _COUNTED:
         await SETUP.submit(lambda: ReportBuilder(plan.session, model))
@@ -161,7 +166,7 @@ async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     )
     messages = head + tuple(history)
     spec = plan.agent.output
-    tools = tuple(t.definition() for t in plan.agent.tools.values())
+    tools = tuple(t.definition() for t in plan.tools.values())
     if outcome.reports is not None:
         outcome.reports.add(
             messages, tools, has_instructions=bool(head), pending=len(outcome.pending)
@@ -275,9 +280,9 @@ async def _run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
     async def run_one(call: ToolCall) -> Message:
         if plan.emit is not None:
             plan.emit(ToolCallStarted(call))
-        tool = plan.agent.tools.get(call.name)
+        tool = plan.tools.get(call.name)
         if tool is None:
-            known = ", ".join(sorted(plan.agent.tools)) or "none"
+            known = ", ".join(sorted(plan.tools)) or "none"
             message = Message(
                 role="tool",
                 content=f"Error: unknown tool {call.name!r}. Available tools: {known}.",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Generic, Protocol, TypeAlias, overload
+
+from typing_extensions import TypeVar
 
 from .context import Context
 from .errors import UserError
@@ -15,7 +17,11 @@ from .sessions.base import AsyncSession, Session
 from .sessions.memory import InMemorySession
 from .tools import Tool, tools_by_name
 
-__all__ = ["Agent", "Instructions", "MCPServer", "Middleware"]
+__all__ = ["Agent", "Instructions", "MCPServer", "Middleware", "OutputT"]
+
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's ``output``: ``str`` without an output schema, else the schema's type
+(``Any`` for a JSON schema given as a dict)."""
 
 Instructions: TypeAlias = "str | Callable[[Context], str | Awaitable[str]]"
 """An agent's system prompt, or a function of the run's context that returns it."""
@@ -38,7 +44,7 @@ class MCPServer(Protocol):
         ...
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """An LLM with instructions, tools and a conversation history.
 
     The agent's ``session`` is where its history lives: a fresh :class:`~aniki.InMemorySession`
@@ -57,6 +63,54 @@ class Agent:
         result.content  # "Hello!"
     """
 
+    @overload
+    def __init__(
+        self: Agent[str],
+        name: str,
+        instructions: Instructions = "",
+        *,
+        model: str,
+        provider: Provider | str = "openai",
+        session: Session | AsyncSession | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        output_schema: None = None,
+        output_retries: int = 1,
+        middleware: Sequence[Middleware] = (),
+        settings: ModelSettings | None = None,
+        mcp_servers: Sequence[MCPServer] = (),
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Agent[OutputT],
+        name: str,
+        instructions: Instructions = "",
+        *,
+        model: str,
+        provider: Provider | str = "openai",
+        session: Session | AsyncSession | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        output_schema: type[OutputT],
+        output_retries: int = 1,
+        middleware: Sequence[Middleware] = (),
+        settings: ModelSettings | None = None,
+        mcp_servers: Sequence[MCPServer] = (),
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Agent[Any],
+        name: str,
+        instructions: Instructions = "",
+        *,
+        model: str,
+        provider: Provider | str = "openai",
+        session: Session | AsyncSession | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        output_schema: dict[str, Any] | Any,
+        output_retries: int = 1,
+        middleware: Sequence[Middleware] = (),
+        settings: ModelSettings | None = None,
+        mcp_servers: Sequence[MCPServer] = (),
+    ) -> None: ...
     def __init__(
         self,
         name: str,
@@ -67,10 +121,30 @@ class Agent:
         session: Session | AsyncSession | None = None,
         tools: Sequence[Tool | Callable[..., Any]] = (),
         output_schema: Any = None,
+        output_retries: int = 1,
         middleware: Sequence[Middleware] = (),
         settings: ModelSettings | None = None,
         mcp_servers: Sequence[MCPServer] = (),
     ) -> None:
+        """
+        Args:
+            name: the agent's name (in errors, traces and handoffs).
+            instructions: the system prompt, or a function of the run's ``Context``
+                returning it (it may be async).
+            model: the model name the provider is asked for.
+            provider: a ``Provider`` object or a registered name ("openai", "anthropic",
+                "openai-responses", ...).
+            session: where the history lives (a fresh ``InMemorySession`` by default).
+            tools: ``@tool`` functions (plain functions are wrapped).
+            output_schema: the type the final reply must be (a pydantic model, a dataclass,
+                a TypedDict, ...) or a JSON schema dict; ``result.output`` is then that type.
+            output_retries: how many times a final reply that does not fit
+                ``output_schema`` is sent back to the model with the errors, before the run
+                raises :class:`~aniki.OutputValidationError`.
+            middleware: wrapped around every model call of the agent's runs.
+            settings: sampling and request options for every call.
+            mcp_servers: MCP servers whose tools the agent may call.
+        """
         if not isinstance(name, str) or not name:
             raise UserError("an agent needs a non-empty name")
         if not isinstance(model, str) or not model:
@@ -89,6 +163,13 @@ class Agent:
         self.tools: dict[str, Tool] = tools_by_name(tools)
         self.output_schema = output_schema
         self.output: OutputSpec | None = output_spec(output_schema)
+        if (
+            isinstance(output_retries, bool)
+            or not isinstance(output_retries, int)
+            or (output_retries < 0)
+        ):
+            raise UserError(f"output_retries must be 0 or more, got {output_retries!r}")
+        self.output_retries = output_retries
         self.middleware: tuple[Middleware, ...] = tuple(middleware)
         self.settings: ModelSettings = settings if settings is not None else ModelSettings()
         self._resolved: Provider | None = provider if not isinstance(provider, str) else None

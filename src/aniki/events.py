@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .messages import Message, ToolCall
 
@@ -72,7 +72,7 @@ class StreamRestarted:
 class RunCompleted:
     """The run finished and its messages are stored; always the last event."""
 
-    result: RunResult
+    result: RunResult[Any]
     """The run's result."""
 
 

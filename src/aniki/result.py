@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic
+
+from typing_extensions import TypeVar
 
 from .context import Context
 from .messages import Message
@@ -12,10 +14,13 @@ from .usage import Usage
 
 __all__ = ["RunResult"]
 
+OutputT = TypeVar("OutputT", default=str)
+
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
-    """The outcome of one run.
+class RunResult(Generic[OutputT]):
+    """The outcome of one run; generic in the type of :attr:`output` (``RunResult[Forecast]``
+    for an agent whose ``output_schema`` is ``Forecast``, ``RunResult[str]`` without one).
 
     Example::
 
@@ -30,8 +35,9 @@ class RunResult:
     """The messages this run added, the user message first."""
     content: str
     """The final assistant text."""
-    output: Any
-    """The validated structured output when the agent has an ``output_schema``, else ``content``."""
+    output: OutputT
+    """The validated structured output when the agent has an ``output_schema`` (an instance
+    of that type), else ``content``."""
     usage: Usage
     """What the run's model calls cost, summed."""
     run_id: str

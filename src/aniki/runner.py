@@ -10,7 +10,7 @@ from ._run import background, session_io
 from ._run.deadline import Deadline
 from ._run.loop import Outcome, RunPlan, execute, prepare
 from ._run.streaming import StreamedRun
-from .agent import Agent, Middleware
+from .agent import Agent, Middleware, OutputT
 from .context import Context
 from .errors import UserError
 from .messages import Message, MessageLike, to_message
@@ -65,14 +65,14 @@ class Runner:
 
     async def run(
         self,
-        agent: Agent,
+        agent: Agent[OutputT],
         *,
         message: str | MessageLike,
         session: Session | AsyncSession | None = None,
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
         timeout: float | None = None,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run ``agent`` on ``message`` until it answers in text; return the result.
 
         Args:
@@ -90,14 +90,14 @@ class Runner:
 
     def run_sync(
         self,
-        agent: Agent,
+        agent: Agent[OutputT],
         *,
         message: str | MessageLike,
         session: Session | AsyncSession | None = None,
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
         timeout: float | None = None,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """:meth:`run` for synchronous code, such as a web framework's synchronous view.
 
         The run happens on an event loop that aniki keeps in a background thread, shared by
@@ -128,14 +128,14 @@ class Runner:
 
     def stream(
         self,
-        agent: Agent,
+        agent: Agent[OutputT],
         *,
         message: str | MessageLike,
         session: Session | AsyncSession | None = None,
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
         timeout: float | None = None,
-    ) -> StreamedRun:
+    ) -> StreamedRun[OutputT]:
         """Run ``agent`` on ``message``, yielding events as they happen (a :class:`StreamedRun`)."""
         plan, user = self._plan(agent, message, session, context, settings, streaming=True)
 
@@ -150,7 +150,7 @@ class Runner:
             await started
             return await execute(plan, user, first)
 
-        async def finish(outcome: Outcome) -> RunResult:
+        async def finish(outcome: Outcome) -> RunResult[OutputT]:
             if outcome.pending:
                 outcome.history = await session_io.append_then_read(plan.session, outcome.pending)
             return await _result(plan, outcome)
@@ -159,7 +159,7 @@ class Runner:
 
     def _plan(
         self,
-        agent: Agent,
+        agent: Agent[Any],
         message: str | MessageLike,
         session: Session | AsyncSession | None,
         context: Context | Mapping[str, Any] | None,
@@ -198,7 +198,7 @@ def _user_message(message: str | MessageLike) -> Message:
     return user
 
 
-def _built_provider(agent: Agent) -> Provider | None:
+def _built_provider(agent: Agent[Any]) -> Provider | None:
     """The agent's provider, or ``None`` when it is named by a string and not built yet: the
     run builds it then, off the event loop (see :func:`~aniki._run.loop.prepare`)."""
     if isinstance(agent.provider, str):
@@ -207,7 +207,7 @@ def _built_provider(agent: Agent) -> Provider | None:
     return agent.provider
 
 
-async def _run(plan: RunPlan, user: Message) -> RunResult:
+async def _run(plan: RunPlan, user: Message) -> RunResult[Any]:
     """A whole non-streamed run: store the user message, run the turns, take the snapshot."""
     await prepare(plan)
     outcome = Outcome(history=await session_io.append_then_read(plan.session, [user]))
@@ -215,7 +215,7 @@ async def _run(plan: RunPlan, user: Message) -> RunResult:
     return await _result(plan, outcome)
 
 
-async def _result(plan: RunPlan, outcome: Outcome) -> RunResult:
+async def _result(plan: RunPlan, outcome: Outcome) -> RunResult[Any]:
     history = outcome.take_history()
     snapshot = tuple(history if history is not None else await session_io.read(plan.session))
     return RunResult(

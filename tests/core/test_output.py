@@ -72,7 +72,7 @@ async def test_invalid_output_raises_and_keeps_the_turn_only_in_run(
 ) -> None:
     provider = MockProvider()
     provider.enqueue_response(content=reply)
-    agent = Agent("A", model="m", provider=provider, output_schema=schema)
+    agent = Agent("A", model="m", provider=provider, output_schema=schema, output_retries=0)
     with pytest.raises(OutputValidationError) as info:
         await drive(mode, Runner(), agent, message="go")
     assert info.value.raw == reply

@@ -24,6 +24,7 @@ from ..context import Context
 from ..errors import (
     AnikiError,
     MaxTurnsExceeded,
+    OutputValidationError,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
@@ -59,7 +60,7 @@ CallNext = Callable[[ModelRequest], Awaitable[ModelResponse]]
 class RunPlan:
     """Everything one run needs, fixed before its first turn."""
 
-    agent: Agent
+    agent: Agent[Any]
     session: Any
     context: Context
     provider: Provider | None
@@ -89,6 +90,9 @@ class Outcome:
     """The session's history as the last write returned it, for the next read (used once)."""
     reports: ReportBuilder | None = None
     """The run's context reports, one per model call."""
+    corrections: list[Message] = field(default_factory=list)
+    """A reply that did not fit the output schema and the note saying why: sent after the
+    history in the next request only, never stored."""
 
     def take_history(self) -> Sequence[Message] | None:
         """:attr:`history`, which is then forgotten: a later read must ask the store again."""
@@ -124,6 +128,7 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
     outcome.new_messages.append(user_message)
     call_model = _middleware_chain(plan)
     reports = outcome.reports = ReportBuilder(plan.session, plan.agent.model)
+    retries = 0
     for turn in range(1, plan.max_turns + 1):
         request = await _build_request(plan, outcome)
         response = await call_model(request)
@@ -140,15 +145,42 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
             if turn == plan.max_turns:
                 raise MaxTurnsExceeded(plan.max_turns)
             continue
-        await _commit(plan, outcome, [assistant])
         outcome.content = assistant.content
         spec = plan.agent.output
-        outcome.output = spec.validate(assistant.content) if spec else assistant.content
+        if spec is None:
+            await _commit(plan, outcome, [assistant])
+            outcome.output = assistant.content
+            return outcome
+        try:
+            outcome.output = spec.validate(assistant.content)
+        except OutputValidationError as invalid:
+            if retries < plan.agent.output_retries and turn < plan.max_turns:
+                retries += 1
+                outcome.corrections = [assistant, Message("user", _correction(invalid))]
+                if plan.emit is not None:  # the text streamed for this reply is void
+                    plan.emit(
+                        StreamRestarted(f"the reply did not fit the output schema: {invalid}")
+                    )
+                continue
+            await _commit(plan, outcome, [assistant])
+            raise
+        await _commit(plan, outcome, [assistant])
         return outcome
     raise MaxTurnsExceeded(plan.max_turns)  # only reached with max_turns < 1
 
 
+def _correction(invalid: OutputValidationError) -> str:
+    """What the model is told when its reply did not fit the output schema."""
+    listed = "\n".join(f"- {line}" for line in invalid.errors[:20])
+    return (
+        "Your last reply does not match the required output schema:\n"
+        f"{listed}\n"
+        "Reply again with only a JSON value that matches the schema."
+    )
+
+
 async def _commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> None:
+    outcome.corrections = []  # the model answered again: its earlier slip is behind it
     outcome.new_messages.extend(messages)
     if plan.streaming:
         outcome.pending.extend(messages)
@@ -164,12 +196,15 @@ async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     head: tuple[Message, ...] = (
         (Message(role="system", content=instructions),) if instructions else ()
     )
-    messages = head + tuple(history)
+    messages = head + tuple(history) + tuple(outcome.corrections)
     spec = plan.agent.output
     tools = tuple(t.definition() for t in plan.tools.values())
     if outcome.reports is not None:
         outcome.reports.add(
-            messages, tools, has_instructions=bool(head), pending=len(outcome.pending)
+            messages,
+            tools,
+            has_instructions=bool(head),
+            pending=len(outcome.pending) + len(outcome.corrections),
         )
     return ModelRequest(
         model=plan.agent.model,

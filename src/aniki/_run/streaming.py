@@ -18,6 +18,9 @@ import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
 
 from ..errors import UserError
 from ..events import RunCompleted, StreamEvent
@@ -41,10 +44,12 @@ class _Failed:
 Produce = Callable[[Callable[[StreamEvent], None], Awaitable[None]], Awaitable[Outcome]]
 """Runs the turns, sending events to its first argument, once its second (the user message
 being stored) is done."""
-Finish = Callable[[Outcome], Awaitable[RunResult]]
+Finish = Callable[[Outcome], Awaitable[RunResult[Any]]]
+
+OutputT = TypeVar("OutputT", default=str)
 
 
-class StreamedRun:
+class StreamedRun(Generic[OutputT]):
     """An async iterator of a run's events, ending with :class:`~aniki.RunCompleted`.
 
     Example::
@@ -76,7 +81,7 @@ class StreamedRun:
         self._events: weakref.ref[AsyncGenerator[StreamEvent, None]] | None = None
         self._held: AsyncIterator[StreamEvent] | None = None
         self._closed = False
-        self.result: RunResult | None = None
+        self.result: RunResult[OutputT] | None = None
         """The run's result, once ``RunCompleted`` was delivered; ``None`` before."""
         with contextlib.suppress(RuntimeError):
             asyncio.get_running_loop()
@@ -117,9 +122,10 @@ class StreamedRun:
                 if isinstance(item, _Failed):
                     raise item.error
                 if isinstance(item, _Finished):
-                    self.result = await self._deadline.bound(self._finish(item.outcome))
+                    result = await self._deadline.bound(self._finish(item.outcome))
+                    self.result = result
                     self._closed = True
-                    yield RunCompleted(self.result)
+                    yield RunCompleted(result)
                     return
                 yield item
         finally:
@@ -147,7 +153,7 @@ class StreamedRun:
         if self.result is None:
             await self.abort()
 
-    async def __aenter__(self) -> StreamedRun:
+    async def __aenter__(self) -> StreamedRun[OutputT]:
         self._begin()
         return self
 
@@ -159,7 +165,7 @@ class StreamedRun:
     ) -> None:
         await self.aclose()
 
-    async def wait(self) -> RunResult:
+    async def wait(self) -> RunResult[OutputT]:
         """Consume every remaining event and return the result."""
         async for _ in self:
             pass

@@ -154,8 +154,10 @@ async def test_an_agent_with_structured_output(
         assert fmt["type"] == "json_schema"
         assert fmt["json_schema"]["name"] == "Forecast"
         assert fmt["json_schema"]["schema"]["properties"].keys() == {"city", "degrees"}
-        # pydantic leaves objects open, so strict mode cannot be asked for
-        assert fmt["json_schema"]["strict"] is False
+        # pydantic leaves objects open (it ignores other keys): strict mode closes them
+        assert fmt["json_schema"]["strict"] is True
+        assert fmt["json_schema"]["schema"]["additionalProperties"] is False
+        assert fmt["json_schema"]["schema"]["required"] == ["city", "degrees"]
     else:
         schema = sent["output_config"]["format"]["schema"]
         assert sent["output_config"]["format"]["type"] == "json_schema"

@@ -107,7 +107,8 @@ async def test_complete_sends_the_documented_request(server: FakeServer) -> None
                 "function": {
                     "name": "get_weather",
                     "description": "Look up the weather.",
-                    "parameters": WEATHER.parameters,
+                    "parameters": WEATHER.parameters,  # already strict: sent as it is
+                    "strict": True,
                 },
             }
         ],

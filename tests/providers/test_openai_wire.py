@@ -14,6 +14,7 @@ from aniki.providers._openai_wire import (
     message_to_wire,
     parse_completion,
     response_format,
+    tool_to_wire,
 )
 from aniki.providers._stream import IncompleteStream, MalformedReply
 
@@ -87,9 +88,58 @@ def test_strict_when_every_object_is_closed_and_fully_required() -> None:
     ],
     ids=["open root", "optional", "open nested", "open items", "open def", "array root"],
 )
-def test_not_strict_otherwise(schema: dict[str, Any]) -> None:
+def test_not_strict_as_it_is_but_rewritten_for_strict_mode(schema: dict[str, Any]) -> None:
     assert not is_strict_schema(schema)
-    assert response_format(schema)["json_schema"]["strict"] is False
+    fmt = response_format(schema)["json_schema"]
+    if schema.get("type") != "object":  # the APIs take only an object at the root
+        assert fmt["strict"] is False and fmt["schema"] == schema
+        return
+    assert fmt["strict"] is True and is_strict_schema(fmt["schema"])
+    assert set(fmt["schema"]["properties"]) == set(schema["properties"])
+    assert response_format(schema, strict=False)["json_schema"] == {
+        "name": "output",
+        "schema": schema,
+        "strict": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {}, "additionalProperties": True},
+        closed({"tags": {"type": "object", "additionalProperties": {"type": "string"}}}),
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/A", "title": "A"}}, "$defs": {}},
+    ],
+    ids=["open on purpose", "a map", "a dangling reference"],
+)
+def test_never_strict_when_strict_mode_would_refuse_what_the_schema_allows(
+    schema: dict[str, Any],
+) -> None:
+    fmt = response_format(schema)["json_schema"]
+    assert fmt["strict"] is False and fmt["schema"] == schema
+
+
+def test_a_ref_with_a_description_is_inlined_and_defaults_of_null_dropped() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "home": {"$ref": "#/$defs/City", "description": "where they live"},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+        },
+        "required": ["home"],
+        "$defs": {"City": {"type": "object", "properties": {"name": {"type": "string"}}}},
+    }
+    strict = response_format(schema)["json_schema"]["schema"]
+    assert strict["properties"]["home"] == {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "additionalProperties": False,
+        "required": ["name"],
+        "description": "where they live",
+    }
+    assert "default" not in strict["properties"]["note"]
+    assert strict["required"] == ["home", "note"]
+    assert schema["required"] == ["home"]  # the agent's own schema is left as it was
 
 
 def test_response_format_is_named_from_the_title() -> None:
@@ -277,3 +327,29 @@ def test_a_tool_call_that_never_got_a_name_is_malformed() -> None:
     acc.feed(oai.chunk(oai.fragment(0, arguments="{}"), finish_reason="tool_calls"))
     with pytest.raises(MalformedReply, match="no name"):
         acc.finish()
+
+
+def test_a_tool_with_optional_parameters_is_sent_in_strict_mode() -> None:
+    from aniki import tool
+
+    @tool
+    def get_weather(city: str, unit: str = "celsius") -> str:
+        """Look up the weather.
+
+        Args:
+            city: the city.
+            unit: celsius or fahrenheit.
+        """
+        return city
+
+    definition = get_weather.definition()
+    wire = tool_to_wire(definition)["function"]
+    assert wire["strict"] is True
+    assert wire["parameters"]["required"] == ["city", "unit"]  # the model always gives both
+    assert definition.parameters["required"] == ["city"]  # the tool's own schema is unchanged
+    assert "strict" not in tool_to_wire(definition, strict=False)["function"]
+    # What a strict model sends validates as the tool's arguments.
+    assert get_weather._parse_arguments('{"city": "Oslo", "unit": "celsius"}') == {
+        "city": "Oslo",
+        "unit": "celsius",
+    }

@@ -18,6 +18,7 @@ from aniki import (
     Message,
     ModelRequest,
     ModelResponse,
+    ModelSettings,
     ProviderError,
     RateLimitError,
     StreamInterruptedError,
@@ -125,8 +126,17 @@ async def test_complete_sends_the_documented_request(server: FakeServer) -> None
                 "parameters": WEATHER.parameters,
                 "strict": True,
             },
-            # an open schema cannot be strict, and the API's default is strict
-            {"type": "function", "name": "note", "parameters": OPEN.parameters, "strict": False},
+            # an open schema is closed for strict mode (the API's default is strict)
+            {
+                "type": "function",
+                "name": "note",
+                "parameters": {
+                    **OPEN.parameters,
+                    "additionalProperties": False,
+                    "required": list(OPEN.parameters["properties"]),
+                },
+                "strict": True,
+            },
         ],
         "text": {
             "format": {"type": "json_schema", "name": "Answer", "schema": SCHEMA, "strict": True}
@@ -204,12 +214,24 @@ async def test_a_stream_whose_final_response_omits_the_output(server: FakeServer
     assert final.content == "Hi!"
 
 
-async def test_structured_output_from_a_schema_strict_mode_refuses(server: FakeServer) -> None:
+async def test_an_open_output_schema_is_closed_for_strict_mode(server: FakeServer) -> None:
+    server.enqueue(Respond(200, rsp.response([rsp.message_item('{"n": 1}')])))
     server.enqueue(Respond(200, rsp.response([rsp.message_item('{"n": 1}')])))
     loose = {"type": "object", "properties": {"n": {"type": "integer"}}}
     request = ModelRequest(model="m", messages=HISTORY[1:2], output_schema=loose)
     await provider(server).complete(request)
+    closed = {**loose, "additionalProperties": False, "required": ["n"]}
     assert server.requests[0].json()["text"] == {
+        "format": {"type": "json_schema", "name": "output", "schema": closed, "strict": True}
+    }
+    as_given = ModelRequest(
+        model="m",
+        messages=HISTORY[1:2],
+        output_schema=loose,
+        settings=ModelSettings(strict_schemas=False),
+    )
+    await provider(server).complete(as_given)
+    assert server.requests[1].json()["text"] == {
         "format": {"type": "json_schema", "name": "output", "schema": loose, "strict": False}
     }
 

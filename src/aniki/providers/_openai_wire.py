@@ -23,6 +23,7 @@ from ._stream import (
 from ._stream import (
     optional_text as _text,
 )
+from ._strict import strict_schema
 from .base import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 __all__ = [
@@ -78,11 +79,18 @@ def message_to_wire(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": message.content}
 
 
-def tool_to_wire(tool: ToolDefinition) -> dict[str, Any]:
-    """A tool definition as a ``function`` tool."""
-    function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters}
+def tool_to_wire(tool: ToolDefinition, *, strict: bool = True) -> dict[str, Any]:
+    """A tool definition as a ``function`` tool, in strict mode when its schema can be
+    (see :mod:`aniki.providers._strict`) unless ``strict`` is off."""
+    strict_parameters = strict_schema(tool.parameters) if strict else None
+    function: dict[str, Any] = {
+        "name": tool.name,
+        "parameters": tool.parameters if strict_parameters is None else strict_parameters,
+    }
     if tool.description:
         function["description"] = tool.description
+    if strict_parameters is not None:
+        function["strict"] = True
     return {"type": "function", "function": function}
 
 
@@ -117,14 +125,16 @@ def _schema_name(schema: Mapping[str, Any]) -> str:
     return name or "output"
 
 
-def response_format(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``json_schema`` response format for an output schema (strict when it allows)."""
+def response_format(schema: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+    """The ``json_schema`` response format for an output schema, in strict mode when the
+    schema can be (unless ``strict`` is off)."""
+    strict_form = strict_schema(schema) if strict else None
     return {
         "type": "json_schema",
         "json_schema": {
             "name": _schema_name(schema),
-            "schema": dict(schema),
-            "strict": is_strict_schema(schema),
+            "schema": dict(schema) if strict_form is None else strict_form,
+            "strict": strict_form is not None or is_strict_schema(schema),
         },
     }
 
@@ -175,10 +185,11 @@ def build_params(
         "model": request.model,
         "messages": [message_to_wire(message) for message in request.messages],
     }
+    strict = request.settings.get("strict_schemas", True)
     if request.tools:
-        params["tools"] = [tool_to_wire(tool) for tool in request.tools]
+        params["tools"] = [tool_to_wire(tool, strict=strict) for tool in request.tools]
     if request.output_schema is not None:
-        params["response_format"] = response_format(request.output_schema)
+        params["response_format"] = response_format(request.output_schema, strict=strict)
     if stream and stream_usage:
         params["stream_options"] = {"include_usage": True}
     params.update(settings_params(request.settings, request.tools, max_tokens_param))

@@ -35,6 +35,7 @@ from ._openai_wire import is_strict_schema, response_format
 from ._parts import responses_part
 from ._stream import MalformedReply, ReplyFailed, ToolCallAssembler, require_mapping
 from ._stream import optional_text as _text
+from ._strict import strict_schema
 from .base import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 __all__ = [
@@ -120,14 +121,16 @@ def message_to_items(message: Message) -> list[dict[str, Any]]:
     return items
 
 
-def tool_to_wire(tool: ToolDefinition) -> dict[str, Any]:
-    """A tool definition as a ``function`` tool (strict when its schema allows)."""
+def tool_to_wire(tool: ToolDefinition, *, strict: bool = True) -> dict[str, Any]:
+    """A tool definition as a ``function`` tool, in strict mode when its schema can be
+    (see :mod:`aniki.providers._strict`) unless ``strict`` is off."""
     wire: dict[str, Any] = {"type": "function", "name": tool.name}
     if tool.description:
         wire["description"] = tool.description
-    wire["parameters"] = tool.parameters
-    # The API's default is strict, which refuses a schema that leaves objects open.
-    wire["strict"] = is_strict_schema(tool.parameters)
+    strict_parameters = strict_schema(tool.parameters) if strict else None
+    wire["parameters"] = tool.parameters if strict_parameters is None else strict_parameters
+    # The API's default is strict, which refuses a schema that leaves objects open: say it.
+    wire["strict"] = strict_parameters is not None or is_strict_schema(tool.parameters)
     return wire
 
 
@@ -169,10 +172,11 @@ def build_params(request: ModelRequest, *, encrypted_reasoning: bool = True) -> 
     }
     if encrypted_reasoning:
         params["include"] = [INCLUDE]
+    strict = request.settings.get("strict_schemas", True)
     if request.tools:
-        params["tools"] = [tool_to_wire(tool) for tool in request.tools]
+        params["tools"] = [tool_to_wire(tool, strict=strict) for tool in request.tools]
     if request.output_schema is not None:
-        schema_format = response_format(request.output_schema)["json_schema"]
+        schema_format = response_format(request.output_schema, strict=strict)["json_schema"]
         params["text"] = {"format": {"type": "json_schema", **schema_format}}
     params.update(settings_params(request.settings, request.tools))
     return params

@@ -56,6 +56,10 @@ class ModelSettings(TypedDict, total=False):
     prompt_cache_key: str
     """A key grouping requests that share a prefix, sent to OpenAI as ``prompt_cache_key`` so
     that they reach the same cache (one per conversation or per user, say)."""
+    strict_schemas: bool
+    """Send tool and output schemas in OpenAI's strict mode, rewritten for it where they can
+    be (default on): the model's arguments and replies then always match them. ``False``
+    sends them as they are (for a compatible server that refuses ``strict``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from typing import Generic
 from typing_extensions import TypeVar
 
 from .context import Context
-from .messages import Message
+from .messages import Message, ToolCall
 from .reports import ContextReport
 from .usage import Usage
 
@@ -46,3 +46,6 @@ class RunResult(Generic[OutputT]):
     """The run's context."""
     context_reports: tuple[ContextReport, ...] = ()
     """One report per model call, in order: what each request was sent, and why."""
+    pending_approvals: tuple[ToolCall, ...] = ()
+    """The tool calls the run stopped for, awaiting approval (empty when it finished):
+    ``content`` is then ``""`` and ``output`` is ``None`` until ``Runner.resume`` goes on."""

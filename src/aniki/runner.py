@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-from ._run import background, session_io
+from ._run import approvals, background, session_io
 from ._run.deadline import Deadline
-from ._run.loop import Outcome, RunPlan, execute, prepare
+from ._run.loop import Outcome, RunPlan, commit, execute, prepare, run_tools, run_turns
 from ._run.streaming import StreamedRun
 from .agent import Agent, Middleware, OutputT
 from .context import Context
@@ -85,7 +85,8 @@ class Runner:
                 included (``RunTimeoutError`` after that). A store write already under way
                 then is not interrupted: it completes, whole, in the background.
         """
-        plan, user = self._plan(agent, message, session, context, settings, streaming=False)
+        user = _user_message(message)
+        plan = self._plan(agent, session, context, settings, streaming=False)
         return await Deadline(timeout).bound(_run(plan, user))
 
     def run_sync(
@@ -137,7 +138,8 @@ class Runner:
         timeout: float | None = None,
     ) -> StreamedRun[OutputT]:
         """Run ``agent`` on ``message``, yielding events as they happen (a :class:`StreamedRun`)."""
-        plan, user = self._plan(agent, message, session, context, settings, streaming=True)
+        user = _user_message(message)
+        plan = self._plan(agent, session, context, settings, streaming=True)
 
         first = Outcome()
 
@@ -153,23 +155,88 @@ class Runner:
         async def finish(outcome: Outcome) -> RunResult[OutputT]:
             if outcome.pending:
                 outcome.history = await session_io.append_then_read(plan.session, outcome.pending)
+            if outcome.held is not None:
+                await approvals.hold(plan.session, outcome.held)
             return await _result(plan, outcome)
 
         return StreamedRun(start, produce, finish, deadline=Deadline(timeout))
 
+    async def resume(
+        self,
+        agent: Agent[OutputT],
+        *,
+        approve: Sequence[str] = (),
+        deny: Sequence[str] = (),
+        session: Session | AsyncSession | None = None,
+        context: Context | Mapping[str, Any] | None = None,
+        settings: ModelSettings | None = None,
+        timeout: float | None = None,
+    ) -> RunResult[OutputT]:
+        """Continue a run that stopped for approval: decide each held tool call by its id.
+
+        The approved calls run, each denied one is answered with a tool message saying so,
+        the whole turn is stored at once, and the model goes on as in :meth:`run`. The held
+        calls are read from the session's store, so this works in another process, after a
+        restart, as long as ``agent`` has the same tools.
+
+        Example::
+
+            result = await runner.run(agent, message="Refund order 42", session=session)
+            if result.pending_approvals:
+                call = result.pending_approvals[0]  # e.g. refund(order_id="42")
+                result = await runner.resume(agent, approve=[call.id], session=session)
+
+        Raises:
+            UserError: nothing awaits approval in the session, an id awaits nothing, or a
+                held call is left undecided.
+        """
+        plan = self._plan(agent, session, context, settings, streaming=False)
+        return await Deadline(timeout).bound(_resume(plan, approve, deny))
+
+    def resume_sync(
+        self,
+        agent: Agent[OutputT],
+        *,
+        approve: Sequence[str] = (),
+        deny: Sequence[str] = (),
+        session: Session | AsyncSession | None = None,
+        context: Context | Mapping[str, Any] | None = None,
+        settings: ModelSettings | None = None,
+        timeout: float | None = None,
+    ) -> RunResult[OutputT]:
+        """:meth:`resume` for synchronous code, on the same background loop as
+        :meth:`run_sync`."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise UserError(
+                "resume_sync() cannot be called from a running event loop; "
+                "use await runner.resume(...)"
+            )
+        work = self.resume(
+            agent,
+            approve=approve,
+            deny=deny,
+            session=session,
+            context=context,
+            settings=settings,
+            timeout=timeout,
+        )
+        return background.run(work, timeout=timeout)
+
     def _plan(
         self,
         agent: Agent[Any],
-        message: str | MessageLike,
         session: Session | AsyncSession | None,
         context: Context | Mapping[str, Any] | None,
         settings: ModelSettings | None,
         *,
         streaming: bool,
-    ) -> tuple[RunPlan, Message]:
+    ) -> RunPlan:
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {type(agent).__name__}")
-        user = _user_message(message)
         if context is None or isinstance(context, Mapping):
             context = Context(context)
         elif not isinstance(context, Context):
@@ -186,7 +253,7 @@ class Runner:
             stream_retries=self.stream_retries,
             retry_backoff=self.retry_backoff,
         )
-        return plan, user
+        return plan
 
 
 def _user_message(message: str | MessageLike) -> Message:
@@ -215,6 +282,44 @@ async def _run(plan: RunPlan, user: Message) -> RunResult[Any]:
     return await _result(plan, outcome)
 
 
+async def _resume(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) -> RunResult[Any]:
+    """Decide the held calls, store their turn, and let the model go on."""
+    await prepare(plan)
+    session_id = str(plan.session.id)
+    turn = await approvals.load(plan.session)
+    if turn is None:
+        raise UserError(f"no tool call awaits approval in session {session_id!r}")
+    if turn.agent != plan.agent.name:
+        raise UserError(
+            f"the calls held in session {session_id!r} were asked for by agent {turn.agent!r}; "
+            f"resume with that agent, not {plan.agent.name!r}"
+        )
+    decided = approvals.decisions(turn, approve, deny, session_id)
+    undecided = [call.id for call in turn.awaiting if call.id not in decided]
+    if undecided:
+        raise UserError(
+            f"decide every held call: {undecided} is neither approved nor denied "
+            "(pass its id in approve= or deny=)"
+        )
+    outcome = Outcome()
+    stored = await session_io.read(plan.session)
+    asked = {call.id for call in turn.assistant.tool_calls}
+    if not any(
+        message.role == "assistant" and {c.id for c in message.tool_calls} == asked
+        for message in stored[-len(asked) - 1 :]
+    ):  # not stored yet (a crash after storing it only leaves the record to drop)
+        approved = [call for call in turn.awaiting if decided[call.id]]
+        answers = {m.tool_call_id: m for m in (*turn.results, *await run_tools(plan, approved))}
+        answers.update(
+            {c.id: approvals.denied_message(c) for c in turn.awaiting if not decided[c.id]}
+        )
+        results = [answers[call.id] for call in turn.assistant.tool_calls]
+        await commit(plan, outcome, [turn.assistant, *results])
+    await approvals.drop(plan.session)
+    outcome = await run_turns(plan, outcome)
+    return await _result(plan, outcome)
+
+
 async def _result(plan: RunPlan, outcome: Outcome) -> RunResult[Any]:
     history = outcome.take_history()
     snapshot = tuple(history if history is not None else await session_io.read(plan.session))
@@ -227,4 +332,5 @@ async def _result(plan: RunPlan, outcome: Outcome) -> RunResult[Any]:
         run_id=plan.context.run_id,
         context=plan.context,
         context_reports=tuple(outcome.reports.reports) if outcome.reports else (),
+        pending_approvals=outcome.held.awaiting if outcome.held is not None else (),
     )

@@ -8,6 +8,7 @@ message telling the model what went wrong, so a run never crashes on a bad call.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -66,6 +67,9 @@ class Tool:
     """The pydantic model the arguments are validated with."""
     context_parameter: str | None = field(default=None, repr=False)
     """The parameter that receives the run's :class:`~aniki.Context`, if any."""
+    requires_approval: bool = False
+    """Whether a run stops before calling it, until someone approves or denies the call
+    (``Runner.resume``)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
@@ -157,7 +161,7 @@ def tool(function: F, /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -167,12 +171,15 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed, documented function (sync or async) into a :class:`Tool`.
 
     The argument schema comes from the type hints; descriptions come from the docstring
     (Google, NumPy or reST style). Parameters with defaults are optional. A parameter
     annotated :class:`~aniki.Context` receives the run's context and is hidden from the model.
+    With ``requires_approval=True`` a run stops before calling it and returns the call in
+    ``result.pending_approvals``; ``Runner.resume`` continues once it is approved or denied.
     Sync functions run in a worker thread (with the caller's context variables), so they
     never block the event loop; one still running when its run times out completes in the
     background.
@@ -192,10 +199,20 @@ def tool(
         @tool(name="lookup")
         async def find(query: str, ctx: Context) -> list[str]:
             return [query]
+
+        @tool(requires_approval=True)
+        def refund(order_id: str) -> str:
+            '''Refund an order.'''
+            return f"refunded {order_id}"
     """
+    if not isinstance(requires_approval, bool):
+        raise UserError(f"requires_approval must be True or False, got {requires_approval!r}")
 
     def wrap(fn: Callable[..., Any]) -> Tool:
-        return _make_tool(fn, name=name, description=description)
+        made = _make_tool(fn, name=name, description=description)
+        if requires_approval and not made.requires_approval:
+            made = dataclasses.replace(made, requires_approval=True)
+        return made
 
     return wrap(function) if function is not None else wrap
 

@@ -18,6 +18,11 @@ EXPECTED = {
     "streaming.py": ["Once upon a time", "['user', 'assistant', 'user']"],
     "tools.py": ["get_weather", "validated output: Forecast(city='Oslo'"],
     "providers.py": ["No provider is configured"],
+    "approvals.py": [
+        'awaiting approval: refund({"order_id": "A-1009", "amount_eur": 25}) [call_1]',
+        "Done. The tool said: refunded 25.00 EUR on order A-1009",
+        "stored: ['user', 'assistant', 'tool', 'assistant']",
+    ],
     "attachments.py": [
         "(thinking) The image is 1 x 1",
         "It is a single red pixel",

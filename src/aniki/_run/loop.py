@@ -43,14 +43,15 @@ from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider
 from ..reports import ReportBuilder
 from ..usage import Usage
-from . import session_io
+from . import approvals, session_io
+from .approvals import HeldTurn
 from .workers import SETUP
 
 if TYPE_CHECKING:
     from ..agent import Agent, Middleware
     from ..tools import Tool
 
-__all__ = ["Outcome", "RunPlan", "execute", "prepare"]
+__all__ = ["Outcome", "RunPlan", "commit", "execute", "prepare", "run_tools", "run_turns"]
 
 Emit = Callable[[StreamEvent], None]
 CallNext = Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -90,6 +91,8 @@ class Outcome:
     """The session's history as the last write returned it, for the next read (used once)."""
     reports: ReportBuilder | None = None
     """The run's context reports, one per model call."""
+    held: HeldTurn | None = None
+    """A turn stopped before a tool call that needs approval (the run ends there)."""
     corrections: list[Message] = field(default_factory=list)
     """A reply that did not fit the output schema and the note saying why: sent after the
     history in the next request only, never stored."""
@@ -126,6 +129,12 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
     """Run turns until the model answers in text; the user message is already stored and
     :func:`prepare` has run."""
     outcome.new_messages.append(user_message)
+    return await run_turns(plan, outcome)
+
+
+async def run_turns(plan: RunPlan, outcome: Outcome) -> Outcome:
+    """The turns of :func:`execute` (also where a resumed run goes on): until the model
+    answers in text, or asks for a tool call that needs approval."""
     call_model = _middleware_chain(plan)
     reports = outcome.reports = ReportBuilder(plan.session, plan.agent.model)
     retries = 0
@@ -140,15 +149,27 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
         )
         assistant = _assistant_message(plan, response)
         if assistant.tool_calls:
-            results = await _run_tools(plan, assistant.tool_calls)
-            await _commit(plan, outcome, [assistant, *results])
+            awaiting = [
+                call
+                for call in assistant.tool_calls
+                if (found := plan.tools.get(call.name)) is not None and found.requires_approval
+            ]
+            if awaiting:
+                others = [call for call in assistant.tool_calls if call not in awaiting]
+                done = await run_tools(plan, others)
+                outcome.held = HeldTurn(plan.agent.name, assistant, tuple(done), tuple(awaiting))
+                if not plan.streaming:  # a stream keeps it with its messages, at the end
+                    await approvals.hold(plan.session, outcome.held)
+                return outcome
+            results = await run_tools(plan, assistant.tool_calls)
+            await commit(plan, outcome, [assistant, *results])
             if turn == plan.max_turns:
                 raise MaxTurnsExceeded(plan.max_turns)
             continue
         outcome.content = assistant.content
         spec = plan.agent.output
         if spec is None:
-            await _commit(plan, outcome, [assistant])
+            await commit(plan, outcome, [assistant])
             outcome.output = assistant.content
             return outcome
         try:
@@ -162,9 +183,9 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
                         StreamRestarted(f"the reply did not fit the output schema: {invalid}")
                     )
                 continue
-            await _commit(plan, outcome, [assistant])
+            await commit(plan, outcome, [assistant])
             raise
-        await _commit(plan, outcome, [assistant])
+        await commit(plan, outcome, [assistant])
         return outcome
     raise MaxTurnsExceeded(plan.max_turns)  # only reached with max_turns < 1
 
@@ -179,7 +200,8 @@ def _correction(invalid: OutputValidationError) -> str:
     )
 
 
-async def _commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> None:
+async def commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> None:
+    """Store ``messages`` (a stream keeps them pending until it completes)."""
     outcome.corrections = []  # the model answered again: its earlier slip is behind it
     outcome.new_messages.extend(messages)
     if plan.streaming:
@@ -309,7 +331,7 @@ async def _stream_once(plan: RunPlan, request: ModelRequest, received: list[bool
     return response
 
 
-async def _run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
+async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
     """Run every call concurrently; results come back in call order."""
 
     async def run_one(call: ToolCall) -> Message:

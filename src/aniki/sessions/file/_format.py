@@ -7,8 +7,11 @@ A session file ``<name>.jsonl`` is::
     [{"role":"assistant","tool_calls":[...]},{"role":"tool","content":"3","tool_call_id":"c1"}]
 
 * Line 1, the header, names the session (the file name alone may be a hash) and holds the
-  format version and the *generation*, bumped by ``clear()``. The generation is padded to a
-  fixed width so the header can be rewritten in place without changing its length.
+  format version and the *generation*, bumped by ``clear()`` and ``undo()``, so that every
+  instance that cached the history reads it afresh. The generation is padded to a fixed
+  width so the header can be rewritten in place without changing its length. A file that a
+  fork or an import puts in place of another starts at a random generation
+  (:func:`fresh_generation`).
 * Every later line is one committed write: a message object, or an array for a batch, so
   a batch is a single line and is either wholly there or not at all.
 * A line counts only once its ``\\n`` is written: a torn last line (a crash mid-write) is
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
 from ...errors import CorruptStoreError, SchemaVersionError
@@ -33,6 +37,7 @@ __all__ = [
     "HEADER_READ",
     "META_SUFFIX",
     "file_stem",
+    "fresh_generation",
     "header",
     "header_id",
     "parse_header",
@@ -68,6 +73,13 @@ def header(session_id: str, generation: int) -> bytes:
         f'"generation":{generation:<{_GENERATION_WIDTH}d}}}\n'
     )
     return text.encode("utf-8")
+
+
+def fresh_generation() -> int:
+    """The generation of a file that a fork or an import writes whole: random (48 bits), so
+    that no meta file written for an earlier file of that name (and left behind by a crash)
+    can hold for it; a file created empty starts at 0."""
+    return 1 + int.from_bytes(os.urandom(6), "big")
 
 
 def parse_header(data: bytes, session_id: str | None, *, store: str) -> tuple[int, int] | None:

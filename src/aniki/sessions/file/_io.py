@@ -1,5 +1,5 @@
 """File helpers for :mod:`aniki.sessions.file.session`: locks, whole writes, torn tails,
-meta files."""
+lines read backwards, meta files, and telling that a path names another file now."""
 
 from __future__ import annotations
 
@@ -9,14 +9,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import CorruptStoreError, StoreUnavailableError, UserError
-from .._codec import decode_messages
-from ..base import SessionInfo
-from ._format import DATA_SUFFIX, HEADER_READ, file_stem, header_id
 
 T = TypeVar("T")
 
@@ -27,18 +23,23 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "EPOCH",
-    "describe",
+    "Replaced",
+    "copy_range",
     "end_of_records",
     "flock",
     "fsync_directory",
     "last_records",
+    "lines_backwards",
+    "load_meta",
     "lock",
+    "meta_values",
     "read_meta",
     "replace_file",
     "require_locks",
+    "same_file",
     "unlock",
     "write_at",
+    "write_meta",
 ]
 
 
@@ -150,6 +151,61 @@ def last_records(
     return [item for items in reversed(lines) for item in items]
 
 
+def lines_backwards(
+    fd: int, start: int, end: int, *, chunk: int = 65536
+) -> Iterator[tuple[int, bytes]]:
+    """The lines between ``start`` and ``end`` (both line boundaries), newest first, each as
+    ``(where it starts, its bytes without the newline)``."""
+    low, pending = end, b""  # pending: the bytes from low to the end of the next line
+    while pending or low > start:
+        cut = pending.rfind(b"\n", 0, len(pending) - 1)
+        if cut >= 0:
+            yield low + cut + 1, pending[cut + 1 : -1]
+            pending = pending[: cut + 1]
+        elif low > start:
+            read_from = max(start, low - chunk)
+            pending = os.pread(fd, low - read_from, read_from) + pending
+            low = read_from
+        else:
+            yield start, pending[:-1]
+            return
+
+
+def copy_range(source: int, offset: int, length: int, target: int, at: int) -> None:
+    """Copy ``length`` bytes of ``source`` from ``offset`` into ``target`` at ``at``."""
+    kernel = getattr(os, "copy_file_range", None)  # no copy through Python where there is one
+    while length > 0:
+        copied = 0
+        if kernel is not None:
+            try:
+                copied = kernel(source, target, length, offset, at)
+            except OSError:  # not between these files (another file system, an old kernel)
+                kernel = None
+        if not copied:
+            data = os.pread(source, min(length, 1 << 20), offset)
+            if not data:
+                raise OSError(f"the file ended {length} bytes early while it was copied")
+            write_at(target, data, at)
+            copied = len(data)
+        offset, at, length = offset + copied, at + copied, length - copied
+
+
+class Replaced(Exception):
+    """The session's path names another file than the descriptor in hand: an undo, a fork or
+    an import put a new file there (see :mod:`aniki.sessions.file._edits`). Reopen and try
+    again; nothing was written."""
+
+
+def same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (no longer when it is gone)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return named.st_ino == held.st_ino and named.st_dev == held.st_dev
+
+
 def write_at(fd: int, data: bytes, offset: int) -> None:
     """Write all of ``data`` at ``offset`` (normally one call); on failure cut it off again."""
     view = memoryview(data)
@@ -181,10 +237,15 @@ _META_HINT = (
 
 def read_meta(path: Path, generation: int, *, store: str) -> dict[str, Any]:
     """The derived-state values in the meta file ``path`` for ``generation`` (stale: none)."""
+    return meta_values(load_meta(path, store=store), generation)
+
+
+def load_meta(path: Path, *, store: str) -> dict[str, Any] | None:
+    """The meta file ``path`` as written (``None`` when there is none); damaged: refused."""
     try:
         document = json.loads(path.read_bytes())
     except FileNotFoundError:
-        return {}
+        return None
     except (ValueError, RecursionError) as exc:
         raise CorruptStoreError(
             f"the meta file {path.name} is damaged: it is not valid JSON; {_META_HINT}",
@@ -194,9 +255,36 @@ def read_meta(path: Path, generation: int, *, store: str) -> dict[str, Any]:
         raise CorruptStoreError(
             f"the meta file {path.name} is not an aniki meta file; {_META_HINT}", store=store
         )
-    # Written before a clear() that died before deleting it: stale.
+    return document
+
+
+def meta_values(document: dict[str, Any] | None, generation: int) -> dict[str, Any]:
+    """The values of a meta ``document`` (see :func:`load_meta`) if they hold for the session
+    file's ``generation``: the one they were written for, or the one before an undo that
+    wrote them (``"previous"``, see :func:`write_meta`). Otherwise none: written before a
+    ``clear()`` that died before deleting it, they are stale."""
+    if document is None or generation not in (document.get("generation"), document.get("previous")):
+        return {}
     values: dict[str, Any] = document["values"]
-    return values if document.get("generation") == generation else {}
+    return values
+
+
+def write_meta(
+    path: Path,
+    generation: int,
+    values: dict[str, Any],
+    *,
+    durable: bool,
+    previous: int | None = None,
+) -> None:
+    """Replace the meta file ``path`` with ``values`` for ``generation`` (and ``previous``:
+    an undo writes them for both the generation it leaves and the one it makes, before it
+    bumps the header, so that its values hold whether or not it got that far)."""
+    document: dict[str, Any] = {"aniki": "meta", "generation": generation, "values": values}
+    if previous is not None:
+        document["previous"] = previous
+    data = json.dumps(document, ensure_ascii=False).encode("utf-8")
+    replace_file(path, data, durable=durable)
 
 
 def replace_file(path: Path, data: bytes, *, durable: bool) -> None:
@@ -213,53 +301,3 @@ def replace_file(path: Path, data: bytes, *, durable: bool) -> None:
         temporary.unlink(missing_ok=True)
     if durable:
         fsync_directory(path.parent)
-
-
-EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
-"""Sorts a session that has no update time last."""
-
-
-def describe(path: Path, *, timeout: float = DEFAULT_TIMEOUT) -> SessionInfo | None:
-    """What ``list_sessions`` shows of a session file; ``None`` for an empty one.
-
-    Raises the :class:`~aniki.StoreError` that keeps it out of a listing: damaged, foreign,
-    newer, named for another session, or unreadable."""
-    label = f"file://{path}"
-    try:
-        with (
-            path.open("rb") as file,
-            flock(file.fileno(), exclusive=False, timeout=timeout, store=label),
-        ):
-            data = file.read()
-            modified = os.fstat(file.fileno()).st_mtime
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StoreUnavailableError(f"cannot read the session file ({exc})", store=label) from exc
-    session_id = header_id(data[:HEADER_READ], store=label)
-    if session_id is None:
-        return None
-    if path.name != file_stem(session_id) + DATA_SUFFIX:
-        raise CorruptStoreError(
-            f"the file belongs to session {session_id!r} but is not named for it (copied or "
-            f"renamed?); move it out of the directory, or rename it to "
-            f"{file_stem(session_id) + DATA_SUFFIX}",
-            store=label,
-        )
-    body = data[data.index(b"\n") + 1 : data.rfind(b"\n") + 1]
-    count = 0
-    for number, line in enumerate(body.split(b"\n")[:-1], start=2):
-        if not line:  # what a read refuses, a listing refuses too
-            raise CorruptStoreError(
-                f"the session file is damaged: line {number} is empty, which aniki never "
-                "writes; repair or delete that line, or restore the file from a backup",
-                store=label,
-            )
-        count += len(decode_messages(line, store=label))
-    if not count:
-        return None
-    return SessionInfo(
-        id=session_id,
-        message_count=count,
-        updated_at=datetime.fromtimestamp(modified, tz=timezone.utc),
-    )

@@ -9,9 +9,11 @@ or an ``fsync`` stalls no other task.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
-from .._codec import Durability
+from ...messages import Message, MessageLike
+from .._codec import Durability, to_messages
 from .._offload import Offloaded
 from ._io import DEFAULT_TIMEOUT
 from .session import FileSession
@@ -55,15 +57,47 @@ class AsyncFileSession(Offloaded[FileSession]):
         durability: Durability = "normal",
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        sync = FileSession(id, directory, durability=durability, timeout=timeout)
+        self._bind(FileSession(id, directory, durability=durability, timeout=timeout))
+
+    def _bind(self, sync: FileSession) -> None:
         super().__init__(
-            sync, lane=("file", str(sync.path)), timeout=timeout, store=f"file://{sync.path}"
+            sync, lane=("file", str(sync.path)), timeout=sync._timeout, store=f"file://{sync.path}"
         )
 
     @classmethod
     def _of(cls, sync: FileSession) -> AsyncFileSession:
         # The twin of a session already made (open_session builds the sync one from a URL).
         return cls(sync.id, sync.path.parent, durability=sync._durability, timeout=sync._timeout)
+
+    async def fork(self, new_id: str, *, upto: str | None = None) -> AsyncFileSession:
+        """A new session ``new_id`` in the same directory, with the same options, holding a
+        copy of this history up to and including the message whose id is ``upto`` (all of
+        it when ``None``), ids, times, model and usage kept, and this session's derived
+        state (meta) except the keys in :data:`~aniki.sessions._edits.FORK_SKIPPED_META`.
+
+        Atomic across concurrent writers and a crash: the new session is whole or absent.
+        Raises :class:`~aniki.UserError` when ``new_id`` is this session's id, when session
+        ``new_id`` already holds messages (one that was cleared holds none), or when no
+        message has the id ``upto``. As :meth:`FileSession.fork <aniki.sessions.FileSession.fork>`,
+        run in this file's lane.
+        """
+        child = await self._call(lambda: self._sync.fork(new_id, upto=upto))
+        twin = AsyncFileSession.__new__(AsyncFileSession)
+        twin._bind(child)  # the copy just written stays cached
+        return twin
+
+    async def undo(self) -> tuple[Message, ...]:
+        """Remove the last turn (the last user message and everything after it) atomically
+        and return it, oldest first; ``()`` when the history holds no user message. Other
+        instances see the removal on their next read; derived state (meta) is kept. As
+        :meth:`FileSession.undo <aniki.sessions.FileSession.undo>`, run in this file's lane.
+        """
+        return await self._call(self._sync.undo)
+
+    async def _replace(self, messages: Iterable[MessageLike]) -> None:
+        # clear() then add_messages() in one atomic step (used by `aniki sessions import`).
+        batch = to_messages(messages)
+        await self._call(lambda: self._sync._replace(batch))
 
     @property
     def path(self) -> Path:

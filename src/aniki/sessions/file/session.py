@@ -5,7 +5,12 @@ line, made under an exclusive ``flock`` of the session file; reads hold a shared
 several processes (and threads) can share a session. A line counts once its newline is on
 disk: a crash mid-write leaves a torn last line that readers ignore and the next writer cuts
 off. ``clear()`` rewrites the header's generation in place and truncates the file, so every
-instance notices. The layout is described in ``aniki/sessions/_file_format.py``.
+instance notices. The layout is described in :mod:`aniki.sessions.file._format`.
+
+``fork()``, ``undo()`` and an import (``_replace``) are in :mod:`aniki.sessions.file._edits`.
+Some of them put a new file in place of the session's file (a rename): every instance that
+finds a sign of it (a torn last line, no header, a slow-path write) looks whether the path
+still names the file it holds and, when not, reopens it and tries again (``Replaced``).
 
 Derived state (``set_meta``) lives beside the file in ``<name>.meta.json``, replaced
 atomically (write a temporary file, then rename) and tied to the generation it was
@@ -25,7 +30,6 @@ Needs POSIX file locks (Linux, macOS); on Windows use :class:`~aniki.sessions.SQ
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import weakref
@@ -33,16 +37,15 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-from ...errors import CorruptStoreError, StoreError, StoreUnavailableError, UserError
+from ...errors import CorruptStoreError, StoreUnavailableError
 from ...messages import Message, MessageLike, stamp
 from .._codec import (
     Durability,
     check_durability,
     check_limit,
     check_meta_key,
-    check_path,
     check_seconds,
     check_session_id,
     decode_messages,
@@ -52,8 +55,8 @@ from .._codec import (
     to_messages,
 )
 from .._fork import count as fork_count
-from ..base import SessionInfo
 from ..memory import meta_json
+from . import _edits
 from ._format import (
     DATA_SUFFIX,
     HEADER_READ,
@@ -64,23 +67,29 @@ from ._format import (
 )
 from ._io import (
     DEFAULT_TIMEOUT,
-    EPOCH,
-    describe,
+    Replaced,
     end_of_records,
     flock,
     fsync_directory,
     last_records,
+    load_meta,
     lock,
     read_meta,
     replace_file,
     require_locks,
+    same_file,
     unlock,
     write_at,
 )
+from .store import WAITS_FOR, FileStore, session_directory
 
 __all__ = ["FileSession", "FileStore"]
 
-logger = logging.getLogger("aniki")
+T = TypeVar("T")
+
+_REOPENS = 100
+"""How many times in a row one call reopens a file that another put a new file in place of
+before it gives up (each time, that other call completed: never reached in practice)."""
 
 _DAMAGE_HINT = (
     "No write is made to a damaged file: repair or delete that line, restore the file from a "
@@ -91,26 +100,6 @@ _DAMAGED: dict[tuple[int, int], tuple[int, str]] = {}
 held so that no new file is given the same inode while it is listed, and what was found.
 No write goes to them."""
 _DAMAGED_LOCK = threading.Lock()
-
-
-def _directory(directory: str | os.PathLike[str]) -> Path:
-    """The session directory, absolute; :class:`~aniki.UserError` when it can never be one."""
-    text = check_path(directory, "the directory")
-    if not text:
-        raise UserError("the directory is empty; pass a path such as 'chats' ('.' for here)")
-    path = Path(os.path.abspath(os.path.expanduser(text)))
-    for place in (path, *path.parents):
-        if os.path.exists(place):  # the nearest existing one must be a directory
-            if not os.path.isdir(place):
-                raise UserError(
-                    f"{str(place)!r} is a file, not a directory; pass the directory that "
-                    "holds (or will hold) the session files"
-                )
-            break
-    return path
-
-
-_WAITS_FOR = "another process's lock on the session file"
 
 
 class FileSession:
@@ -145,8 +134,8 @@ class FileSession:
         require_locks()
         self._id = check_session_id(id)
         self._durability = check_durability(durability)
-        self._timeout = check_seconds(timeout, name="timeout", waits_for=_WAITS_FOR, zero=True)
-        self._dir = _directory(directory)
+        self._timeout = check_seconds(timeout, name="timeout", waits_for=WAITS_FOR, zero=True)
+        self._dir = session_directory(directory)
         stem = file_stem(self._id)
         self._path = self._dir / (stem + DATA_SUFFIX)
         self._meta_path = self._dir / (stem + META_SUFFIX)
@@ -160,6 +149,7 @@ class FileSession:
         self._generation: int | None = None
         self._offset = 0
         self._start = 0  # the header's length, once this instance has checked it
+        self._inode: tuple[int, int] | None = None  # (device, inode) of the file cached
 
     @property
     def id(self) -> str:
@@ -193,53 +183,126 @@ class FileSession:
                     unlock(fd)
             except OSError as exc:
                 raise self._unavailable(exc) from exc
+            except Replaced:  # another file is at the path now: append to that one
+                self.close()
+                self._using(
+                    lambda fd: self._append_to(fd, batch, payload), create=True, exclusive=True
+                )
+
+    def _append_to(self, fd: int | None, batch: list[Message], payload: bytes) -> None:
+        assert fd is not None  # opened with create=True
+        self._append_locked(fd, batch, payload)
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
         limit = check_limit(limit)
-        with self._locked(create=False, exclusive=False) as fd:
-            if fd is None:
-                self._reset(None, 0)
-            elif limit is not None and self._generation is None:
-                # Nothing cached yet: read only the tail, backwards, so that a policy over a
-                # freshly opened session costs the size of its window, not of the file.
-                return self._tail(fd, limit)
-            else:
-                self._refresh(fd)
-            if limit is not None:
-                return tuple(self._cache[-limit:]) if limit > 0 else ()
-            if self._snapshot is None:
-                self._snapshot = tuple(self._cache)
-            return self._snapshot
+        return self._using(lambda fd: self._read(fd, limit), create=False, exclusive=False)
+
+    def _read(self, fd: int | None, limit: int | None) -> tuple[Message, ...]:
+        if fd is None:
+            self._reset(None, 0)
+        elif limit is not None and self._generation is None:
+            # Nothing cached yet: read only the tail, backwards, so that a policy over a
+            # freshly opened session costs the size of its window, not of the file.
+            return self._tail(fd, limit)
+        else:
+            self._refresh(fd)
+        if limit is not None:
+            return tuple(self._cache[-limit:]) if limit > 0 else ()
+        if self._snapshot is None:
+            self._snapshot = tuple(self._cache)
+        return self._snapshot
 
     def clear(self) -> None:
         """Delete the history and its derived state; other instances see it on their next read."""
-        with self._locked(create=False, exclusive=True) as fd:
-            if fd is None:
-                read_meta(self._meta_path, 0, store=self._label)  # damaged: refuse
-                self._meta_path.unlink(missing_ok=True)
-                self._reset(None, 0)
-                return
-            generation, start = self._checked_for_write(fd)
-            read_meta(self._meta_path, generation, store=self._label)  # damaged: refuse
-            # The generation goes first: a crash before the truncation then only looks as if
-            # the clear never happened, to every reader.
-            os.pwrite(fd, header(self._id, generation + 1), 0)
-            os.ftruncate(fd, start)
+        self._using(self._clear, create=False, exclusive=True)
+
+    def _clear(self, fd: int | None) -> None:
+        if fd is None:
+            read_meta(self._meta_path, 0, store=self._label)  # damaged: refuse
             self._meta_path.unlink(missing_ok=True)
-            self._sync(fd)
-            self._reset(generation + 1, start)
+            self._reset(None, 0)
+            return
+        generation, start = self._checked_for_write(fd)
+        document = load_meta(self._meta_path, store=self._label)  # damaged: refuse
+        if document is not None and document.get("generation") != generation:
+            # Not written for this generation: stale, or written by an undo that died before
+            # bumping the header, which would hold for the next one. It goes first.
+            self._meta_path.unlink()
+        # The generation goes first: a crash before the truncation then only looks as if
+        # the clear never happened, to every reader.
+        os.pwrite(fd, header(self._id, generation + 1), 0)
+        os.ftruncate(fd, start)
+        self._meta_path.unlink(missing_ok=True)
+        self._sync(fd)
+        self._reset(generation + 1, start)
+
+    def fork(self, new_id: str, *, upto: str | None = None) -> FileSession:
+        """A new session ``new_id`` in the same directory, with the same options, holding a
+        copy of this history up to and including the message whose id is ``upto`` (all of
+        it when ``None``) and this session's derived state (meta) except the keys in
+        :data:`~aniki.sessions._edits.FORK_SKIPPED_META`. Example::
+
+            draft = session.fork("conversation-42-draft", upto=messages[3].id)
+
+        Messages keep their ids, times, model and usage (their records are copied byte for
+        byte). The history copied is the one stored when the fork read it: an append made
+        meanwhile goes to this session only.
+
+        Atomic, with concurrent writers and across a crash (kill -9) at any point: the new
+        session's file is written whole under a temporary name, then renamed into place, so
+        the new session is whole or absent. Its meta file is written first, for a
+        generation no earlier file of that name had, so a crash in between leaves no meta
+        that holds. With ``durability="full"`` both are on disk before this returns.
+
+        Raises :class:`~aniki.UserError` when ``new_id`` is this session's id, when session
+        ``new_id`` already holds messages (a session that was cleared holds none and may be
+        forked into: its old meta is replaced), or when no message has the id ``upto``
+        (messages stored before ids existed have none); nothing is written then.
+        """
+        return _edits.fork(self, new_id, upto)
+
+    def undo(self) -> tuple[Message, ...]:
+        """Remove the last turn (the last user message and everything after it) and return
+        what was removed, oldest first; ``()``, and nothing removed, when the history holds
+        no user message. Example::
+
+            removed = session.undo()  # (Message(role='user', ...), Message(role='assistant', ...))
+
+        Other instances (other objects, other processes) see the removal on their next read.
+        Derived state (meta) is kept as it is: the policies check their stored cut and
+        summary against the history and start afresh where they no longer fit.
+
+        Atomic, across a crash (kill -9) at any point: the turn is wholly removed or wholly
+        there. When the last user message starts a line (as the Runner writes it), the
+        header's generation is bumped in place, then the file is cut where that line starts.
+        When it sits inside a batch (one line), a new file with that line shortened is
+        written and renamed into place. See :mod:`aniki.sessions.file._edits`.
+
+        Raises :class:`~aniki.CorruptStoreError`, writing nothing, when the file or its
+        meta file is damaged.
+        """
+        return _edits.undo(self)
+
+    def _replace(self, messages: Iterable[MessageLike]) -> None:
+        """``clear()`` then ``add_messages(messages)`` in one atomic step, keeping the ids
+        and times the messages carry (``aniki sessions import``): a new file, one line per
+        message, renamed into place. Derived state goes with the old history."""
+        _edits.replace(self, stamp(to_messages(messages), keep=True))
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         check_meta_key(key)
-        with self._locked(create=False, exclusive=False) as fd:
-            if fd is None:
-                return None
-            head = self._head(fd)
-            return read_meta(
-                self._meta_path, 0 if head is None else head[0], store=self._label
-            ).get(key)
+        return self._using(lambda fd: self._meta(fd).get(key), create=False, exclusive=False)
+
+    def _meta(self, fd: int | None) -> dict[str, Any]:
+        """The derived-state values that hold for the session file (locked)."""
+        if fd is None:
+            return {}
+        if not same_file(fd, self._path):
+            raise Replaced  # the meta file would be matched against the wrong generation
+        head = self._head(fd)
+        return read_meta(self._meta_path, 0 if head is None else head[0], store=self._label)
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store a JSON-safe value under ``key`` beside the history; ``None`` deletes it."""
@@ -262,7 +325,7 @@ class FileSession:
         return self._update_meta(key, lambda current: meta_json(key, current) == wanted, value)
 
     def _update_meta(self, key: str, condition: Callable[[Any], bool], value: Any) -> bool:
-        with self._locked(create=True, exclusive=True) as fd:
+        def update(fd: int | None) -> bool:
             assert fd is not None
             generation, _ = self._checked_for_write(fd)
             values = read_meta(self._meta_path, generation, store=self._label)
@@ -277,6 +340,8 @@ class FileSession:
             replace_file(self._meta_path, data, durable=self._durability == "full")
             return True
 
+        return self._using(update, create=True, exclusive=True)
+
     def close(self) -> None:
         """Close the file and drop the cache; the session reopens it on next use."""
         with self._lock:
@@ -285,6 +350,7 @@ class FileSession:
                 self._closer = None
             self._fd = None
             self._start = 0
+            self._inode = None
             self._reset(None, 0)
 
     def __enter__(self) -> FileSession:
@@ -303,15 +369,29 @@ class FileSession:
 
     # --- file access --------------------------------------------------------------------
 
-    @contextmanager
-    def _locked(self, *, create: bool, exclusive: bool) -> Iterator[int | None]:
+    def _using(self, work: Callable[[int | None], T], *, create: bool, exclusive: bool) -> T:
+        """``work(fd)`` with the session file locked (``fd`` is ``None`` when there is no
+        file and ``create`` is false); when ``work`` finds that another file was put at the
+        path (:class:`Replaced`), it runs again on that one."""
         with self._lock, self._errors():
-            fd = self._file(create)
-            if fd is None:
-                yield None
-            else:
+            for _ in range(_REOPENS):
+                fd = self._file(create)
+                if fd is None:
+                    return work(None)
                 with flock(fd, exclusive=exclusive, timeout=self._timeout, store=self._label):
-                    yield fd
+                    try:
+                        return work(fd)
+                    except Replaced:
+                        pass
+                self.close()
+            raise self._keeps_being_replaced()
+
+    def _keeps_being_replaced(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"the session file was replaced {_REOPENS} times in a row while this call tried "
+            "to use it; retry later",
+            store=self._label,
+        )
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -328,9 +408,12 @@ class FileSession:
         )
 
     def _append_locked(self, fd: int, batch: list[Message], payload: bytes) -> None:
+        # No look at whether the path still names this file here: whoever puts another file
+        # in its place first adds a torn line to this one (see _edits), so the size is not
+        # this instance's offset any more and the append takes the checked path below.
         status = os.fstat(fd)
         if _DAMAGED and (status.st_dev, status.st_ino) in _DAMAGED:
-            raise self._refused(status)
+            raise self._refused(fd, status)
         size = status.st_size
         generation: int | None
         start = self._start
@@ -369,21 +452,44 @@ class FileSession:
             fd = os.open(self._path, flags | os.O_CREAT, 0o666)
             if self._durability == "full":
                 fsync_directory(self._dir)
+        self._hold(fd)
+        return fd
+
+    def _hold(self, fd: int) -> None:
+        """Make ``fd`` this instance's file; what is cached is kept only if it is the same
+        file (a forked child reopening its parent's), never for another one."""
         self._fd, self._fd_forks = fd, fork_count()
         self._closer = weakref.finalize(self, os.close, fd)
-        return fd
+        status = os.fstat(fd)
+        if (status.st_dev, status.st_ino) != self._inode:
+            self._inode = (status.st_dev, status.st_ino)
+            self._start = 0
+            self._reset(None, 0)
+
+    def _adopt(self, fd: int, head: tuple[int, int], messages: list[Message], end: int) -> None:
+        """Make ``fd``, a file just put at the path, this instance's file, with what it was
+        written with cached: header ``head``, then ``messages`` up to ``end`` (not its size:
+        another process may have appended since the rename)."""
+        self.close()
+        self._hold(fd)
+        self._generation, self._start = head
+        self._cache, self._snapshot = messages, None
+        self._offset = end
 
     def _checked_for_write(self, fd: int) -> tuple[int, int]:
         """The header's generation and length, once every record this instance has not read
         yet decodes; a file without a header gets a fresh one.
 
         Raises :class:`~aniki.CorruptStoreError` before anything is written when the header
-        or a record is damaged, so a write never lands in (or cuts) a damaged file.
+        or a record is damaged, so a write never lands in (or cuts) a damaged file. Raises
+        :class:`Replaced` when the path names another file now.
         """
+        if not same_file(fd, self._path):
+            raise Replaced
         if _DAMAGED:
             status = os.fstat(fd)
             if (status.st_dev, status.st_ino) in _DAMAGED:
-                raise self._refused(status)
+                raise self._refused(fd, status)
         head = self._head(fd)
         if head is None:  # empty, or its creation was cut short: nothing to lose
             fresh = header(self._id, 0)
@@ -403,6 +509,8 @@ class FileSession:
     def _refresh(self, fd: int) -> None:
         head = self._head(fd)
         if head is None:
+            if not same_file(fd, self._path):
+                raise Replaced
             self._reset(None, 0)
             return
         self._read_records(fd, head)
@@ -418,6 +526,8 @@ class FileSession:
         if size > self._offset:
             data = os.pread(fd, size - self._offset, self._offset)
             complete = data.rfind(b"\n") + 1  # a torn last line is not a record
+            if complete < len(data) and not same_file(fd, self._path):
+                raise Replaced  # the torn line is the mark of a file replaced (see _edits)
             if complete:
                 decoded: list[Message] = []
                 position = self._offset
@@ -462,7 +572,9 @@ class FileSession:
             if key not in _DAMAGED:
                 _DAMAGED[key] = (os.dup(fd), reason.split(" [store: ")[0])
 
-    def _refused(self, status: os.stat_result) -> CorruptStoreError:
+    def _refused(self, fd: int, status: os.stat_result) -> Exception:
+        if not same_file(fd, self._path):
+            return Replaced()  # moved aside (or replaced): the file now at the path is used
         found = _DAMAGED.get((status.st_dev, status.st_ino), (-1, ""))[1]
         return CorruptStoreError(
             f"the session file was found damaged earlier ({found}). {_DAMAGE_HINT}",
@@ -470,6 +582,8 @@ class FileSession:
         )
 
     def _tail(self, fd: int, limit: int) -> tuple[Message, ...]:
+        if not same_file(fd, self._path):  # a read of the whole tail: one look is cheap
+            raise Replaced
         head = self._head(fd)
         if head is None or limit == 0:
             return ()
@@ -492,79 +606,3 @@ class FileSession:
     def _sync(self, fd: int) -> None:
         if self._durability == "full":
             os.fsync(fd)
-
-
-class FileStore:
-    """A directory of session files seen as a whole: its sessions, for tooling.
-
-    Example::
-
-        store = FileStore("chats/")
-        session = store.session("conversation-42")
-        for info in store.list_sessions():
-            print(info.id, info.message_count, info.updated_at)
-    """
-
-    def __init__(
-        self,
-        directory: str | os.PathLike[str],
-        *,
-        durability: Durability = "normal",
-        timeout: float = DEFAULT_TIMEOUT,
-    ):
-        require_locks()
-        self._dir = _directory(directory)
-        self._durability = check_durability(durability)
-        self._timeout = check_seconds(timeout, name="timeout", waits_for=_WAITS_FOR, zero=True)
-
-    @property
-    def directory(self) -> Path:
-        """The directory (absolute)."""
-        return self._dir
-
-    def session(self, id: str) -> FileSession:
-        """The session ``id`` of this directory."""
-        return FileSession(id, self._dir, durability=self._durability, timeout=self._timeout)
-
-    def list_sessions(self, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:
-        """Every session holding messages, most recently updated first (no directory: none).
-
-        A ``.jsonl`` file that cannot be listed (damaged, of another program, written by a
-        newer aniki, named for another session, unreadable) is left out, and the rest are
-        still listed. Each such file gives one :class:`~aniki.StoreError` naming it (its
-        ``store`` is ``file://<path>``; a damaged or foreign file gives a
-        :class:`~aniki.CorruptStoreError`): appended to ``problems`` when a list is passed,
-        logged as a warning on the ``aniki`` logger otherwise. Example::
-
-            problems: list[StoreError] = []
-            for info in FileStore("chats/").list_sessions(problems=problems):
-                print(info.id, info.message_count)
-            for problem in problems:
-                print("skipped:", problem)
-        """
-        try:
-            paths = sorted(self._dir.iterdir()) if self._dir.is_dir() else []
-        except OSError as exc:
-            raise StoreUnavailableError(
-                f"cannot list the session directory ({exc}); check its permissions",
-                store=f"file://{self._dir}",
-            ) from exc
-        infos = []
-        for path in paths:
-            if not path.name.endswith(DATA_SUFFIX):
-                continue
-            try:
-                info = describe(path, timeout=self._timeout)
-            except StoreError as error:
-                if problems is None:
-                    logger.warning("aniki: a session file was left out of the list: %s", error)
-                else:
-                    problems.append(error)
-                continue
-            if info is not None:
-                infos.append(info)
-        infos.sort(key=lambda info: (-(info.updated_at or EPOCH).timestamp(), info.id))
-        return infos
-
-    def __repr__(self) -> str:
-        return f"FileStore({str(self._dir)!r})"

@@ -1,6 +1,6 @@
 """What ``PostgresSession`` and ``AsyncPostgresSession`` share, without I/O.
 
-The tables and the statements over them are in ``_postgres_sql``.
+The tables and the statements over them are in ``_sql``; fork and undo in ``_edits``.
 
 Why appends stay in order without a timestamp: an append (one statement) first upserts the
 session's row, which locks it until commit, and only then takes its ``seq`` values. Appends to
@@ -9,17 +9,16 @@ one session are thus serialized and commit in ``seq`` order, so a reader that ha
 ``generation`` in the same statement (one snapshot): when another process cleared the session
 since, it differs and the whole history is read instead.
 
-An operation is a generator (a *flow*) that yields :class:`Query` steps and receives their rows;
-the sync and async classes run each flow in one transaction: a single statement marked ``alone``
-is its own transaction, several run between BEGIN and COMMIT.
+An operation is a generator (a *flow*, see ``_flow``) that yields :class:`Query` steps and
+receives their rows; the sync and async classes run each flow in one transaction: a single
+statement marked ``alone`` is its own transaction, several run between BEGIN and COMMIT.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import timezone
-from typing import Any, TypeVar
+from typing import Any
 
 from ...errors import SchemaVersionError, StoreError, StoreUnavailableError, UserError
 from ...messages import Message
@@ -36,6 +35,8 @@ from .._codec import (
 from .._history_cache import HistoryCache, unfused
 from ..base import SessionInfo
 from ..memory import meta_json
+from . import _edits
+from ._flow import Flow, Query
 from ._sql import check_table, statements
 
 __all__ = [
@@ -47,8 +48,6 @@ __all__ = [
     "import_psycopg",
     "translate",
 ]
-
-T = TypeVar("T")
 
 SWAP_ROUNDS = 3
 """Tries of a meta compare-and-swap whose stored text keeps changing to equal values."""
@@ -64,24 +63,6 @@ def check_timeout(timeout: object) -> float:
 
 # Tables already created (and their version checked) by this process: (conninfo, table).
 _READY: set[tuple[str, str]] = set()
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    """A step: run ``statement`` with ``params``; the reply is the rows (``[]`` when none)."""
-
-    statement: bytes
-    """The SQL, with the table names already quoted in."""
-    params: dict[str, Any] | None = None
-    """Values for its ``%(name)s`` placeholders; never spliced into the text."""
-    alone: bool = False
-    """The statement needs no transaction shared with the flow's others: on an autocommit
-    connection it runs as its own (one round trip instead of three). A flow whose first
-    statement is alone yields only such statements."""
-
-
-Flow = Generator[Query, list[tuple[Any, ...]], T]
-"""An operation: yields queries, receives each one's rows, returns the result."""
 
 
 class PostgresCore:
@@ -259,6 +240,17 @@ class PostgresCore:
                 return False
             guess = stored
         return False  # rewritten with equal values each time: let the caller read again
+
+    def fork(self, target: str, upto: str | None) -> Flow[None]:
+        """Copy this history (through message ``upto``) and meta into session ``target``."""
+        return _edits.fork(self._sql, self.id, target, upto, store=self.store)
+
+    def undo(self) -> Flow[tuple[Message, ...]]:
+        """Remove the last turn; what was removed."""
+        removed = yield from _edits.undo(self._sql, self.id, store=self.store)
+        if removed:
+            self._cache.reset()  # the session's generation changed: the next read starts over
+        return removed
 
     def list_sessions(self) -> Flow[list[SessionInfo]]:
         rows = yield Query(self._sql.list_sessions, alone=True)

@@ -1,6 +1,6 @@
 """Running a PostgreSQL session's flow on one connection, sync or async, within a deadline.
 
-A flow (see ``_postgres_core``) yields queries; these drivers run them. Statements marked
+A flow (see ``_flow``) yields queries; these drivers run them. Statements marked
 ``alone`` run as their own transactions on an autocommit connection (one round trip each);
 any other flow runs between BEGIN and COMMIT.
 
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._core import Flow, Query
+from ._flow import Flow, Query
 
 if TYPE_CHECKING:
     import psycopg

@@ -3,8 +3,9 @@
 The tables, for ``table="aniki_messages"`` (names are quoted, so used exactly as given)::
 
     aniki_messages           seq (identity: the order), session_id, message (JSON text), created_at
-    aniki_messages_sessions  session_id, generation (identity: new after every clear),
-                             message_count, updated_at
+    aniki_messages_sessions  session_id, generation (identity: new after every clear or
+                             undo), message_count, updated_at; a row only while the
+                             session holds messages
     aniki_messages_meta      session_id, key, value (JSON text): derived state
     aniki_messages_schema    version: the layout version of the four tables
 
@@ -76,6 +77,13 @@ class Statements:
     swap_in_meta: bytes
     swap_out_meta: bytes
     list_sessions: bytes
+    lock_session: bytes
+    share_session: bytes
+    claim_session: bytes
+    rows_before: bytes
+    copy_messages: bytes
+    copy_meta: bytes
+    cut: bytes
 
 
 # The CTEs of an append; {placeholders} are the quoted table names.
@@ -253,5 +261,53 @@ def statements(table: str) -> Statements:
         list_sessions=q(
             "SELECT session_id, message_count, updated_at FROM {sessions}"
             " ORDER BY updated_at DESC, session_id"
+        ),
+        # The row locks of fork and undo (see _edits): an undo's conflicts with every other
+        # lock; a fork's source is only read, so forks of one session may run together
+        # while appends, clears and undos of it wait.
+        lock_session=q(
+            "SELECT message_count FROM {sessions} WHERE session_id = %(sid)s FOR UPDATE"
+        ),
+        share_session=q(
+            "SELECT message_count FROM {sessions} WHERE session_id = %(sid)s FOR SHARE"
+        ),
+        # A fork's target, locked as an append locks it (made when absent, so two forks into
+        # one new session meet here); the count it held before tells whether it is taken.
+        claim_session=q(
+            "INSERT INTO {sessions} AS s (session_id, message_count, updated_at)"
+            " VALUES (%(sid)s, 0, now())"
+            " ON CONFLICT (session_id) DO UPDATE SET updated_at = s.updated_at"
+            " RETURNING message_count"
+        ),
+        # The newest rows before seq %(before)s, newest first: a page of a walk backwards.
+        rows_before=q(
+            "SELECT seq, message FROM {messages} WHERE session_id = %(sid)s"
+            " AND seq < %(before)s ORDER BY seq DESC LIMIT %(limit)s"
+        ),
+        # A fork's messages, copied in order up to seq %(last)s (the record text carries the
+        # ids and times; the new rows get new seqs), and the target's count set to match.
+        copy_messages=q(
+            "WITH copied AS ("
+            " INSERT INTO {messages} (session_id, message, created_at)"
+            " SELECT %(new)s, message, created_at FROM {messages}"
+            " WHERE session_id = %(sid)s AND seq <= %(last)s ORDER BY seq"
+            " RETURNING 1"
+            ") UPDATE {sessions} SET message_count = (SELECT count(*) FROM copied),"
+            " updated_at = now() WHERE session_id = %(new)s"
+        ),
+        copy_meta=q(
+            "INSERT INTO {meta} (session_id, key, value)"
+            " SELECT %(new)s, key, value FROM {meta}"
+            " WHERE session_id = %(sid)s AND key <> ALL(%(skipped)s)"
+        ),
+        # An undo: the rows from seq %(start)s on go, and the session takes a new generation
+        # so that every instance's cache starts over (as after a clear).
+        cut=q(
+            "WITH gone AS ("
+            " DELETE FROM {messages} WHERE session_id = %(sid)s AND seq >= %(start)s"
+            " RETURNING 1"
+            ") UPDATE {sessions} SET generation = DEFAULT,"
+            " message_count = message_count - (SELECT count(*) FROM gone), updated_at = now()"
+            " WHERE session_id = %(sid)s RETURNING message_count"
         ),
     )

@@ -1,0 +1,123 @@
+"""What both PostgreSQL session classes share around their flows: checking the arguments,
+the deadline of a call, the errors a caller sees, and the sibling a fork returns."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, TypeVar
+
+from ...errors import UserError
+from .._codec import redact
+from ._core import PostgresCore, check_timeout, import_psycopg, translate
+
+__all__ = ["DEFAULT_TABLE", "PostgresBase", "check_pool", "sets_connect_timeout"]
+
+DEFAULT_TABLE = "aniki_messages"
+
+B = TypeVar("B", bound="PostgresBase")
+
+
+class PostgresBase:
+    """Construction, deadlines and error handling shared by the sync and async classes.
+
+    Every call has a deadline ``timeout`` seconds after it starts. Waiting for a pooled
+    connection and connecting take at most the time left (connecting in whole seconds, at
+    least 2: libpq's rule, unless the DSN sets ``connect_timeout``); the statements run
+    under an alarm (see ``_drive``) that cuts the connection when the time is up.
+    """
+
+    _pool_class: str
+
+    def __init__(self, id: str, dsn: object, table: str, pool: Any, timeout: object) -> None:
+        self._psycopg = import_psycopg()
+        if (dsn is None) == (pool is None):
+            raise UserError(
+                f"{type(self).__name__} needs a dsn (postgresql://user@host/db) or a pool=, "
+                "not both"
+            )
+        if pool is not None:
+            check_pool(pool, self._pool_class)
+        elif not isinstance(dsn, str):
+            raise UserError(
+                "dsn must be a string: a URL (postgresql://user:password@host:5432/db) or "
+                f"key=value pairs (host=... dbname=...), got {type(dsn).__name__}"
+            )
+        self._timeout = check_timeout(timeout)
+        conninfo: str = pool.conninfo if pool is not None else str(dsn)
+        self._fixed_connect_timeout = sets_connect_timeout(conninfo, self._psycopg)
+        self._dsn = conninfo
+        self._pool = pool
+        self._table = table
+        self._broke_idle = False  # the last call's connection had died while idle
+        self._timed_out = False  # the last call's deadline cut its connection
+        store = f"{redact(conninfo)} (table {table!r})"
+        self._core = PostgresCore(id, table=table, store=store, conninfo=conninfo)
+
+    @property
+    def id(self) -> str:
+        """The conversation's id."""
+        return self._core.id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r}, store={self._core.store!r})"
+
+    def _sibling(self: B, session_id: str) -> B:
+        """Session ``session_id`` in the same store, opened as this one was (a fork's result)."""
+        dsn = None if self._pool is not None else self._dsn
+        return type(self)(
+            session_id, dsn, table=self._table, pool=self._pool, timeout=self._timeout
+        )
+
+    def _left(self, deadline: float) -> float:
+        """Seconds left before ``deadline``; an ``OperationalError`` when none are."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            self._timed_out = True
+            raise self._psycopg.OperationalError("no time left for another attempt")
+        return left
+
+    def _connect_options(self, deadline: float) -> dict[str, Any]:
+        left = self._left(deadline)
+        return {} if self._fixed_connect_timeout else {"connect_timeout": max(2, math.ceil(left))}
+
+    def _error(self, exc: Exception) -> Exception:
+        return translate(
+            exc,
+            self._core.store,
+            timeout=self._timeout,
+            timed_out=self._timed_out,
+            dsn_connect_timeout=self._fixed_connect_timeout,
+        )
+
+
+def check_pool(pool: object, expected: str) -> None:
+    """:class:`~aniki.UserError` unless ``pool`` is a pool of the ``expected`` class."""
+    if expected == "AsyncConnectionPool":
+        from ._pool import AsyncConnections
+
+        if isinstance(pool, AsyncConnections):  # an asynchronous open_store's
+            return
+    try:
+        import psycopg_pool
+    except ModuleNotFoundError as exc:
+        raise UserError(
+            f"pool= needs the {exc.name!r} package: pip install 'aniki-sdk[postgres]'"
+        ) from exc
+    if not isinstance(pool, getattr(psycopg_pool, expected)):
+        raise UserError(
+            f"pool must be a psycopg_pool.{expected} (or pass a dsn instead), got "
+            f"{type(pool).__name__}"
+        )
+
+
+def sets_connect_timeout(conninfo: str, psycopg: Any) -> bool:
+    """Whether the DSN sets ``connect_timeout``; :class:`~aniki.UserError` when it is invalid."""
+    try:
+        return "connect_timeout" in psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        pass  # raised below, outside this handler: the driver's error can quote the password
+    raise UserError(
+        f"invalid PostgreSQL DSN {redact(conninfo)!r}: expected a URL "
+        "(postgresql://user:password@host:5432/db) or key=value pairs (host=... dbname=...)"
+    )

@@ -1,0 +1,34 @@
+"""A flow, and the steps it yields: how an operation on the tables is written without I/O.
+
+An operation is a generator (a *flow*) that yields :class:`Query` steps and receives their
+rows; ``_drive`` runs it on a connection, in one transaction. The flows are in ``_core`` and,
+for fork and undo, ``_edits``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+__all__ = ["Flow", "Query"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A step: run ``statement`` with ``params``; the reply is the rows (``[]`` when none)."""
+
+    statement: bytes
+    """The SQL, with the table names already quoted in."""
+    params: dict[str, Any] | None = None
+    """Values for its ``%(name)s`` placeholders; never spliced into the text."""
+    alone: bool = False
+    """The statement needs no transaction shared with the flow's others: on an autocommit
+    connection it runs as its own (one round trip instead of three). A flow whose first
+    statement is alone yields only such statements."""
+
+
+Flow = Generator[Query, list[tuple[Any, ...]], T]
+"""An operation: yields queries, receives each one's rows, returns the result."""

@@ -41,6 +41,7 @@ from .errors import (
     ValidationError,
 )
 from .events import (
+    AgentUpdated,
     ReasoningDelta,
     RunCompleted,
     StreamEvent,
@@ -80,6 +81,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
+    "AgentUpdated",
     "AnikiError",
     "AsyncPostgresSession",
     "AsyncRedisSession",

@@ -78,6 +78,8 @@ class Agent(Generic[OutputT]):
         middleware: Sequence[Middleware] = (),
         settings: ModelSettings | None = None,
         mcp_servers: Sequence[MCPServer] = (),
+        handoffs: Sequence[Agent[Any]] = (),
+        description: str = "",
     ) -> None: ...
     @overload
     def __init__(
@@ -94,6 +96,8 @@ class Agent(Generic[OutputT]):
         middleware: Sequence[Middleware] = (),
         settings: ModelSettings | None = None,
         mcp_servers: Sequence[MCPServer] = (),
+        handoffs: Sequence[Agent[Any]] = (),
+        description: str = "",
     ) -> None: ...
     @overload
     def __init__(
@@ -110,6 +114,8 @@ class Agent(Generic[OutputT]):
         middleware: Sequence[Middleware] = (),
         settings: ModelSettings | None = None,
         mcp_servers: Sequence[MCPServer] = (),
+        handoffs: Sequence[Agent[Any]] = (),
+        description: str = "",
     ) -> None: ...
     def __init__(
         self,
@@ -125,6 +131,8 @@ class Agent(Generic[OutputT]):
         middleware: Sequence[Middleware] = (),
         settings: ModelSettings | None = None,
         mcp_servers: Sequence[MCPServer] = (),
+        handoffs: Sequence[Agent[Any]] = (),
+        description: str = "",
     ) -> None:
         """
         Args:
@@ -144,6 +152,12 @@ class Agent(Generic[OutputT]):
             middleware: wrapped around every model call of the agent's runs.
             settings: sampling and request options for every call.
             mcp_servers: MCP servers whose tools the agent may call.
+            handoffs: agents the model may pass the conversation to (each is offered as a
+                ``transfer_to_<name>`` tool); the chosen one answers from then on, over the
+                same session.
+            description: what the agent does, for the model of another agent that hands
+                off to it or calls it as a tool (default: the first line of its
+                instructions, when they are a string).
         """
         if not isinstance(name, str) or not name:
             raise UserError("an agent needs a non-empty name")
@@ -173,6 +187,17 @@ class Agent(Generic[OutputT]):
         self.middleware: tuple[Middleware, ...] = tuple(middleware)
         self.settings: ModelSettings = settings if settings is not None else ModelSettings()
         self._resolved: Provider | None = provider if not isinstance(provider, str) else None
+        self.handoffs: tuple[Agent[Any], ...] = tuple(handoffs)
+        for target in self.handoffs:
+            if not isinstance(target, Agent):
+                raise UserError(f"handoffs takes Agents, got {type(target).__name__}")
+        if not isinstance(description, str):
+            raise UserError(f"description must be a string, got {type(description).__name__}")
+        self.description = description or (
+            instructions.strip().splitlines()[0]
+            if isinstance(instructions, str) and instructions.strip()
+            else ""
+        )
         self.mcp_servers: tuple[MCPServer, ...] = tuple(mcp_servers)
         for server in self.mcp_servers:
             if not callable(getattr(server, "list_tools", None)):
@@ -197,6 +222,33 @@ class Agent(Generic[OutputT]):
                     )
                 gathered[found.name] = found
         return gathered
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        session: Session | AsyncSession | None = None,
+        max_turns: int = 10,
+    ) -> Tool:
+        """This agent as a tool another agent's model can call with a request in words.
+
+        Each call runs this agent on the request, in ``session`` (a fresh in-memory session
+        per call when ``None``; a given one keeps the sub-agent's conversation across calls)
+        and answers with its final reply (its structured output as JSON when it has an
+        ``output_schema``). What its model calls cost is added to the calling run's usage. In
+        a streamed run, its events are streamed too, after an :class:`~aniki.AgentUpdated`.
+
+        Example::
+
+            researcher = Agent("Researcher", "Find facts.", model="gpt-4o-mini")
+            writer = Agent("Writer", "Write.", model="gpt-4o", tools=[researcher.as_tool()])
+        """
+        from ._run.subagents import agent_tool
+
+        return agent_tool(
+            self, name=name, description=description, session=session, max_turns=max_turns
+        )
 
     def resolve_provider(self) -> Provider:
         """The provider object, built from the registry on first use when given by name."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from .messages import Message, ToolCall
 
@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .result import RunResult
 
 __all__ = [
+    "AgentUpdated",
     "ReasoningDelta",
     "RunCompleted",
     "StreamEvent",
@@ -61,6 +62,22 @@ class ToolCallCompleted:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentUpdated:
+    """From here on, ``agent`` speaks: the events that follow are its own.
+
+    A run starts with the agent it was given, and says nothing about that. This is sent when
+    a handoff passes the conversation to another agent, when an agent called as a tool
+    starts (its events follow, up to the next ``AgentUpdated``), and when the caller speaks
+    again after it.
+    """
+
+    agent: str
+    """The name of the agent that now speaks."""
+    reason: Literal["handoff", "tool", "return"]
+    """Why: a handoff, an agent called as a tool, or back from one."""
+
+
+@dataclass(frozen=True, slots=True)
 class StreamRestarted:
     """The model's stream broke and is being retried: this turn's text so far is void."""
 
@@ -78,6 +95,6 @@ class RunCompleted:
 
 StreamEvent: TypeAlias = (
     "TextDelta | ReasoningDelta | ToolCallStarted | ToolCallCompleted | StreamRestarted"
-    " | RunCompleted"
+    " | AgentUpdated | RunCompleted"
 )
 """Any event a :class:`~aniki.StreamedRun` yields."""

@@ -46,6 +46,9 @@ class RunResult(Generic[OutputT]):
     """The run's context."""
     context_reports: tuple[ContextReport, ...] = ()
     """One report per model call, in order: what each request was sent, and why."""
+    last_agent: str = ""
+    """The name of the agent that spoke last: the one the run started with, or the agent it
+    was handed off to."""
     pending_approvals: tuple[ToolCall, ...] = ()
     """The tool calls the run stopped for, awaiting approval (empty when it finished):
     ``content`` is then ``""`` and ``output`` is ``None`` until ``Runner.resume`` goes on."""

@@ -8,8 +8,18 @@ from typing import Any
 
 from ._run import approvals, background, session_io
 from ._run.deadline import Deadline
-from ._run.loop import Outcome, RunPlan, commit, execute, prepare, run_tools, run_turns
+from ._run.loop import (
+    Outcome,
+    RunPlan,
+    commit,
+    execute,
+    prepare,
+    run_tools,
+    run_turns,
+    switch_agent,
+)
 from ._run.streaming import StreamedRun
+from ._run.subagents import find_agent
 from .agent import Agent, Middleware, OutputT
 from .context import Context
 from .errors import UserError
@@ -249,6 +259,8 @@ class Runner:
             max_turns=self.max_turns,
             middleware=self.middleware + agent.middleware,
             settings=merge_settings(agent.settings, settings),
+            runner_middleware=self.middleware,
+            run_settings=settings,
             streaming=streaming,
             stream_retries=self.stream_retries,
             retry_backoff=self.retry_backoff,
@@ -290,10 +302,14 @@ async def _resume(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) ->
     if turn is None:
         raise UserError(f"no tool call awaits approval in session {session_id!r}")
     if turn.agent != plan.agent.name:
-        raise UserError(
-            f"the calls held in session {session_id!r} were asked for by agent {turn.agent!r}; "
-            f"resume with that agent, not {plan.agent.name!r}"
-        )
+        held_by = find_agent(plan.agent, turn.agent)  # handed off to during the run
+        if held_by is None:
+            raise UserError(
+                f"the calls held in session {session_id!r} were asked for by agent "
+                f"{turn.agent!r}; resume with that agent (or one that hands off to it), not "
+                f"{plan.agent.name!r}"
+            )
+        await switch_agent(plan, held_by)
     decided = approvals.decisions(turn, approve, deny, session_id)
     undecided = [call.id for call in turn.awaiting if call.id not in decided]
     if undecided:
@@ -328,9 +344,10 @@ async def _result(plan: RunPlan, outcome: Outcome) -> RunResult[Any]:
         new_messages=tuple(outcome.new_messages),
         content=outcome.content,
         output=outcome.output,
-        usage=outcome.usage,
+        usage=outcome.usage + plan.sub_usage,
         run_id=plan.context.run_id,
         context=plan.context,
         context_reports=tuple(outcome.reports.reports) if outcome.reports else (),
         pending_approvals=outcome.held.awaiting if outcome.held is not None else (),
+        last_agent=plan.agent.name,
     )

@@ -18,6 +18,13 @@ EXPECTED = {
     "streaming.py": ["Once upon a time", "['user', 'assistant', 'user']"],
     "tools.py": ["get_weather", "validated output: Forecast(city='Oslo'"],
     "providers.py": ["No provider is configured"],
+    "multi_agent.py": [
+        "[Billing speaks: handoff]",
+        "[Policy speaks: tool]",
+        "Sorry about that. Our policy: Double charges are refunded in full within 5 days.",
+        "answered by: Billing",
+        "model calls: 4",
+    ],
     "approvals.py": [
         'awaiting approval: refund({"order_id": "A-1009", "amount_eur": 25}) [call_1]',
         "Done. The tool said: refunded 25.00 EUR on order A-1009",

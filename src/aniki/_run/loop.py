@@ -32,6 +32,7 @@ from ..errors import (
 )
 from ..errors import ValidationError as MessageValidationError
 from ..events import (
+    AgentUpdated,
     ReasoningDelta,
     StreamEvent,
     StreamRestarted,
@@ -40,18 +41,28 @@ from ..events import (
     ToolCallStarted,
 )
 from ..messages import Message, ToolCall
-from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider
+from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, merge_settings
 from ..reports import ReportBuilder
 from ..usage import Usage
 from . import approvals, session_io
 from .approvals import HeldTurn
+from .subagents import CURRENT_PLAN, handed_off, handoff_answer, handoff_definition, handoff_targets
 from .workers import SETUP
 
 if TYPE_CHECKING:
     from ..agent import Agent, Middleware
     from ..tools import Tool
 
-__all__ = ["Outcome", "RunPlan", "commit", "execute", "prepare", "run_tools", "run_turns"]
+__all__ = [
+    "Outcome",
+    "RunPlan",
+    "commit",
+    "execute",
+    "prepare",
+    "run_tools",
+    "run_turns",
+    "switch_agent",
+]
 
 Emit = Callable[[StreamEvent], None]
 CallNext = Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -76,6 +87,14 @@ class RunPlan:
     tools: dict[str, Tool] = field(default_factory=dict)
     """The tools the model may call in this run: the agent's own, and those its MCP servers
     offer (gathered by :func:`prepare`)."""
+    handoffs: dict[str, Agent[Any]] = field(default_factory=dict)
+    """The agents the model may hand off to, by the name of the tool that does it."""
+    runner_middleware: tuple[Middleware, ...] = ()
+    """The runner's own middleware (``middleware`` adds the current agent's)."""
+    run_settings: ModelSettings | None = None
+    """The run's own settings (``settings`` merges them over the current agent's)."""
+    sub_usage: Usage = field(default_factory=Usage)
+    """What agents called as tools during the run cost."""
 
 
 @dataclass(slots=True)
@@ -113,12 +132,22 @@ async def prepare(plan: RunPlan) -> None:
     if plan.provider is None:
         plan.provider = await SETUP.submit(plan.agent.resolve_provider)
     plan.tools = await plan.agent.gather_tools()
+    plan.handoffs = handoff_targets(plan.agent)
     model = plan.agent.model
     if model not in _COUNTED:
         await SETUP.submit(lambda: ReportBuilder(plan.session, model))
         if len(_COUNTED) > 64:  # a process that names many models
             _COUNTED.clear()
         _COUNTED.add(model)
+
+
+async def switch_agent(plan: RunPlan, target: Agent[Any]) -> None:
+    """Let ``target`` answer from now on: its provider, tools, middleware and settings."""
+    plan.agent = target
+    plan.provider = None if isinstance(target.provider, str) else target.provider
+    plan.middleware = plan.runner_middleware + target.middleware
+    plan.settings = merge_settings(target.settings, plan.run_settings)
+    await prepare(plan)
 
 
 _COUNTED: set[str] = set()
@@ -135,6 +164,14 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
 async def run_turns(plan: RunPlan, outcome: Outcome) -> Outcome:
     """The turns of :func:`execute` (also where a resumed run goes on): until the model
     answers in text, or asks for a tool call that needs approval."""
+    token = CURRENT_PLAN.set(plan)  # for agents called as tools
+    try:
+        return await _turns(plan, outcome)
+    finally:
+        CURRENT_PLAN.reset(token)
+
+
+async def _turns(plan: RunPlan, outcome: Outcome) -> Outcome:
     call_model = _middleware_chain(plan)
     reports = outcome.reports = ReportBuilder(plan.session, plan.agent.model)
     retries = 0
@@ -161,6 +198,24 @@ async def run_turns(plan: RunPlan, outcome: Outcome) -> Outcome:
                 if not plan.streaming:  # a stream keeps it with its messages, at the end
                     await approvals.hold(plan.session, outcome.held)
                 return outcome
+            chosen = handed_off(assistant.tool_calls, plan.handoffs)
+            if chosen is not None:
+                others = [call for call in assistant.tool_calls if call.name not in plan.handoffs]
+                ran = {m.tool_call_id: m for m in await run_tools(plan, others)}
+                answers = [
+                    handoff_answer(call, chosen, plan.handoffs)
+                    if call.name in plan.handoffs
+                    else ran[call.id]
+                    for call in assistant.tool_calls
+                ]
+                await commit(plan, outcome, [assistant, *answers])
+                await switch_agent(plan, plan.handoffs[chosen.name])
+                call_model = _middleware_chain(plan)
+                if plan.emit is not None:
+                    plan.emit(AgentUpdated(plan.agent.name, "handoff"))
+                if turn == plan.max_turns:
+                    raise MaxTurnsExceeded(plan.max_turns)
+                continue
             results = await run_tools(plan, assistant.tool_calls)
             await commit(plan, outcome, [assistant, *results])
             if turn == plan.max_turns:
@@ -220,7 +275,9 @@ async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     )
     messages = head + tuple(history) + tuple(outcome.corrections)
     spec = plan.agent.output
-    tools = tuple(t.definition() for t in plan.tools.values())
+    tools = tuple(t.definition() for t in plan.tools.values()) + tuple(
+        handoff_definition(name, target) for name, target in plan.handoffs.items()
+    )
     if outcome.reports is not None:
         outcome.reports.add(
             messages,
@@ -338,7 +395,13 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
         if plan.emit is not None:
             plan.emit(ToolCallStarted(call))
         tool = plan.tools.get(call.name)
-        if tool is None:
+        if tool is None and call.name in plan.handoffs:  # asked for beside a held call
+            message = Message(
+                role="tool",
+                content=f"Not transferred: {call.name} must be called alone; call it again.",
+                tool_call_id=call.id,
+            )
+        elif tool is None:
             known = ", ".join(sorted(plan.tools)) or "none"
             message = Message(
                 role="tool",

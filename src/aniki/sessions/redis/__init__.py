@@ -2,7 +2,9 @@
 
 - ``session.py``: :class:`RedisSession` and :class:`AsyncRedisSession`
 - ``_core.py``: the state and logic both share: keys, cache, the steps of each operation
+- ``_edits.py``: the steps of ``fork`` and ``undo``
 - ``_scripts.py``: the Lua scripts that make each write atomic
+- ``_client.py``: the redis-py client: built from a URL with bounded waits, or passed in
 """
 
 from .session import AsyncRedisSession, RedisSession

@@ -4,11 +4,12 @@ One session keeps four keys. The id sits between braces so that, on a Redis Clus
 four hash to one slot and a script may touch them together::
 
     {prefix}{<id>}:msgs     list   one JSON text per message, oldest first
-    {prefix}{<id>}:info     hash   gen (a random token, new after every clear),
-                                   v (schema version), updated (unix time of the last append)
+    {prefix}{<id>}:info     hash   gen (a random token, new after every clear, every undo
+                                   and a fork into the session), v (schema version),
+                                   updated (unix time of the last append)
     {prefix}{<id>}:meta     hash   derived state: one JSON text per key
-    {prefix}{<id>}:batches  zset   tokens of the last 32 appends, so a resent one is not
-                                   applied twice
+    {prefix}{<id>}:batches  zset   tokens of the last 32 appends and undos, so a resent one
+                                   is not applied twice
 
 Every operation is one Lua script, so it is atomic and takes one round trip. Before its first
 write, each script checks that the keys it touches hold what aniki writes (else
@@ -17,7 +18,8 @@ write, each script checks that the keys it touches hold what aniki writes (else
 
 Reads are incremental: a session instance caches the history it has read with the ``gen`` token
 it read it under; the read script returns only the messages past the cached count when the token
-still matches, and the whole list when another process cleared the session in between.
+still matches, and the whole list when another process cleared (or undid a turn of) the session
+in between. ``fork`` and ``undo`` are in ``_edits``.
 
 An operation is a generator (a *flow*) that yields :class:`Eval` or :class:`Pipeline` steps and
 receives their replies; the sync and async classes only run the steps.
@@ -34,52 +36,37 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-from ...errors import (
-    CorruptStoreError,
-    SchemaVersionError,
-    StoreError,
-    StoreUnavailableError,
-    UserError,
-)
+from ...errors import CorruptStoreError, SchemaVersionError, UserError
 from ...messages import Message
 from .._codec import (
     SCHEMA_VERSION,
     check_meta_key,
-    check_seconds,
     check_session_id,
     decode_message,
     decode_meta,
     encode_message,
     encode_meta,
-    redact,
-    url_problem,
 )
 from .._history_cache import HistoryCache, unfused
 from ..base import SessionInfo
 from ..memory import meta_json
 from . import _scripts as scripts
+from ._client import DEFAULT_TIMEOUT, check_url, import_redis
 from ._scripts import Script
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
-    "DEFAULT_URL",
+    "DEFAULT_TIMEOUT",  # with check_url and import_redis: from _client, for SessionStore
     "Eval",
     "Flow",
     "Pipeline",
     "RedisCore",
-    "check_timeout",
     "check_url",
     "import_redis",
-    "translate",
+    "new_token",
 ]
 
 SWAP_ROUNDS = 3
 """Tries of a meta compare-and-swap whose stored text keeps changing to equal values."""
-
-DEFAULT_URL = "redis://localhost:6379/0"
-DEFAULT_TIMEOUT = 10.0
-"""Seconds a client aniki builds waits to connect, and for each reply."""
-_SCHEMES = ("redis://", "rediss://", "unix://")
 
 T = TypeVar("T")
 
@@ -91,7 +78,7 @@ class Eval:
     script: Script
     """The script."""
     keys: tuple[bytes, ...]
-    """KEYS: the session's msgs, info and meta keys."""
+    """KEYS: the session's msgs, info, meta and batches keys (a fork: two sessions')."""
     args: tuple[bytes | str | int, ...]
     """ARGV; the first is always the schema version."""
 
@@ -136,32 +123,6 @@ def _ttl_ms(ttl: object) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
-def check_timeout(timeout: object) -> float:
-    """``timeout`` as seconds; :class:`~aniki.UserError` unless a finite number above 0."""
-    return check_seconds(timeout, name="timeout", waits_for="the Redis server to answer")
-
-
-def check_url(url: object) -> str:
-    """``url`` when it is a Redis URL; :class:`~aniki.UserError` saying what to pass if not."""
-    if not isinstance(url, str):
-        raise UserError(
-            "url must be a Redis URL string such as 'redis://localhost:6379/0', got "
-            f"{type(url).__name__}"
-        )
-    problem = url_problem(url)  # in its own words: a parser's message can quote the password
-    if problem is not None:
-        raise UserError(
-            f"invalid Redis URL {redact(url)!r}: {problem}; "
-            "expected redis://[[user]:password@]host[:port][/db]"
-        )
-    if not url.startswith(_SCHEMES):
-        raise UserError(
-            f"invalid Redis URL {redact(url)!r}: expected redis://[[user]:password@]host"
-            "[:port][/db] (rediss:// for TLS, unix:///path/to/redis.sock)"
-        )
-    return url
-
-
 class RedisCore:
     """The state and pure logic of one Redis session: keys, cache, and the flow of each call."""
 
@@ -177,7 +138,8 @@ class RedisCore:
         self.ttl_ms = _ttl_ms(ttl)
         base = self.prefix + b"{" + self.id.encode("utf-8")
         self.keys = (base + b"}:msgs", base + b"}:info", base + b"}:meta", base + b"}:batches")
-        self._cache: HistoryCache[str] = HistoryCache()  # position = messages read
+        self.cache: HistoryCache[str] = HistoryCache()
+        """The history this instance has read, by ``gen`` token (position: messages read)."""
 
     # --- flows -----------------------------------------------------------------------
 
@@ -185,11 +147,11 @@ class RedisCore:
         if not messages:
             return
         reply = yield Eval(scripts.APPEND, self.keys, self._append_args(messages))
-        self._check(reply)
+        self.check(reply)
         count, gen = int(reply[1]), _text(reply[2])
         # Extend the cache only when our batch sits right after it; otherwise the next read
         # fetches whatever another writer added in between.
-        cache = self._cache
+        cache = self.cache
         if cache.generation in (None, gen) and cache.position + len(messages) == count:
             cache.generation = gen
             cache.extend(messages, count)
@@ -201,11 +163,11 @@ class RedisCore:
         plain = unfused(messages, limit, self.append, self.read)
         if plain is not None:
             return (yield from plain)
-        cache = self._cache
+        cache = self.cache
         tail = limit if limit is not None and cache.generation is None else 0
         args = self._append_args(messages, cache.generation or "", cache.position, tail)
         reply = yield Eval(scripts.APPEND_READ, self.keys, args)
-        self._check(reply)
+        self.check(reply)
         count, gen, start, records = int(reply[1]), _text(reply[2]), int(reply[3]), reply[4]
         if start < 0:  # a resent batch, applied before: where it sits is unknown here
             return (yield from self.read(limit))
@@ -221,16 +183,16 @@ class RedisCore:
     def read(self, limit: int | None) -> Flow[tuple[Message, ...]]:
         if limit is not None and limit <= 0:
             return ()
-        cache = self._cache
+        cache = self.cache
         if limit is not None and cache.generation is None:
             # Nothing cached yet: fetch only the tail, not the whole history, so that a policy
             # over a freshly opened session costs the size of its window.
             reply = yield Eval(scripts.TAIL, self.keys, (SCHEMA_VERSION, limit))
-            self._check(reply)
+            self.check(reply)
             return tuple(decode_message(r, store=self.store) for r in reply[1])
         args = (SCHEMA_VERSION, cache.generation or "", cache.position)
         reply = yield Eval(scripts.READ, self.keys, args)
-        self._check(reply)
+        self.check(reply)
         gen, start, records = _text(reply[1]) or None, int(reply[2]), reply[3]
         if start == 0:  # the whole list came back: a first read, or cleared since
             cache.reset(gen)
@@ -240,26 +202,26 @@ class RedisCore:
         return cache.view(limit)
 
     def clear(self) -> Flow[None]:
-        self._check((yield Eval(scripts.CLEAR, self.keys, (SCHEMA_VERSION,))))
-        self._cache.reset()
+        self.check((yield Eval(scripts.CLEAR, self.keys, (SCHEMA_VERSION,))))
+        self.cache.reset()
 
     def replace(self, messages: Sequence[Message]) -> Flow[None]:
         """:meth:`clear`, then :meth:`append`, in one script."""
         if not messages:
             return (yield from self.clear())
-        self._check((yield Eval(scripts.REPLACE, self.keys, self._append_args(messages))))
-        self._cache.reset()
+        self.check((yield Eval(scripts.REPLACE, self.keys, self._append_args(messages))))
+        self.cache.reset()
 
     def get_meta(self, key: str) -> Flow[Any]:
         reply = yield Eval(scripts.GET_META, self.keys, (SCHEMA_VERSION, check_meta_key(key)))
-        self._check(reply)
+        self.check(reply)
         return decode_meta(reply[1], store=self.store) if reply[1] else None
 
     def set_meta(self, key: str, value: Any) -> Flow[None]:
         check_meta_key(key)
         text = "" if value is None else encode_meta(key, value)
         reply = yield Eval(scripts.SET_META, self.keys, (SCHEMA_VERSION, self.ttl_ms, key, text))
-        self._check(reply)
+        self.check(reply)
 
     def swap_meta(self, key: str, expected: Any, value: Any) -> Flow[bool]:
         """Set ``key`` to ``value`` only if it holds ``expected`` (compared as JSON).
@@ -274,7 +236,7 @@ class RedisCore:
         for _ in range(SWAP_ROUNDS):
             args = (SCHEMA_VERSION, self.ttl_ms, key, guess, text)
             reply = yield Eval(scripts.SWAP_META, self.keys, args)
-            self._check(reply)
+            self.check(reply)
             if int(reply[1]) == 1:
                 return True
             stored = _text(reply[2])
@@ -318,7 +280,8 @@ class RedisCore:
         head = (SCHEMA_VERSION, new_token(), repr(now), int(now * 1000), self.ttl_ms)
         return (*head, *between, *(encode_message(m) for m in messages))
 
-    def _check(self, reply: Sequence[Any]) -> None:
+    def check(self, reply: Sequence[Any]) -> None:
+        """Raise the error a script's refusal stands for (see ``_scripts``); else nothing."""
         status = int(reply[0])
         if status == -1:
             raise SchemaVersionError(
@@ -330,6 +293,13 @@ class RedisCore:
             raise CorruptStoreError(
                 f"the Redis key {_text(reply[1])!r} holds a {_text(reply[2])} that aniki did not "
                 "write; another program uses this key: choose another prefix= for aniki",
+                store=self.store,
+            )
+        if status == -3:
+            raise CorruptStoreError(
+                f"a stored message cannot be read (record {int(reply[2])} of the Redis key "
+                f"{_text(reply[1])!r} is not JSON); the store was changed by something other "
+                "than aniki; restore it from a backup",
                 store=self.store,
             )
 
@@ -354,71 +324,3 @@ def _timestamp(value: bytes | str | None) -> datetime | None:
         return datetime.fromtimestamp(float(_text(value)), tz=timezone.utc)
     except ValueError:
         return None
-
-
-def describe(url: str | None, prefix: str, client: Any) -> str:
-    """How errors name the store: the URL without its password, and the key prefix."""
-    if url is None:
-        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-        url = f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-    return f"{redact(url)} (prefix {prefix!r})"
-
-
-def import_redis() -> Any:
-    """The ``redis`` package, or :class:`~aniki.UserError` saying how to install it."""
-    try:
-        import redis
-    except ModuleNotFoundError as exc:
-        raise UserError(
-            f"Redis sessions need the {exc.name!r} package: pip install 'aniki-sdk[redis]'"
-        ) from exc
-    return redis
-
-
-def translate(exc: Exception, store: str, timeout: str) -> StoreError:
-    """A redis-py exception as the aniki error a caller can act on; ``timeout`` says which
-    setting bounds the wait (for the advice when it ran out)."""
-    from redis import exceptions as rx
-
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, rx.TimeoutError):
-        return StoreUnavailableError(
-            f"Redis did not answer in time ({text}); check that the server is running and "
-            f"reachable, or wait longer with {timeout}",
-            store=store,
-        )
-    if isinstance(exc, rx.AuthenticationError):
-        return StoreUnavailableError(
-            f"Redis refused the credentials ({text}); check the user name and password in the URL",
-            store=store,
-        )
-    if isinstance(exc, rx.NoPermissionError):
-        return StoreError(
-            f"the Redis user may not run a command aniki needs ({text}); grant it EVALSHA, "
-            "EVAL, SCAN, LLEN and HGET on the prefix's keys",
-            store=store,
-        )
-    if isinstance(exc, (rx.ConnectionError, rx.TimeoutError)):
-        return StoreUnavailableError(
-            f"cannot reach Redis ({text}); check that the server is running and the URL's host "
-            "and port",
-            store=store,
-        )
-    if isinstance(exc, rx.ReadOnlyError):
-        return StoreUnavailableError(
-            f"the Redis server is a read-only replica ({text}); point the URL at the primary",
-            store=store,
-        )
-    if "DB index is out of range" in text:
-        return StoreUnavailableError(
-            f"the Redis server has no database with the URL's number ({text}); use a smaller "
-            "number after the last '/' of the URL",
-            store=store,
-        )
-    if "WRONGTYPE" in text:
-        return CorruptStoreError(
-            f"a key of this session holds data aniki did not write ({text}); choose another "
-            "prefix=",
-            store=store,
-        )
-    return StoreError(f"Redis failed: {text}", store=store)

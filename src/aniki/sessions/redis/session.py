@@ -1,17 +1,14 @@
 """Sessions stored in Redis: ``RedisSession`` (redis-py) and ``AsyncRedisSession`` (redis.asyncio).
 
 Needs the ``redis`` extra: ``pip install 'aniki-sdk[redis]'``. The key layout, the Lua scripts
-and the incremental-read cache are shared by both classes and live in ``_redis_core``; this
-module only runs their steps against a client.
+and the incremental-read cache are shared by both classes and live in ``_core``, ``_scripts``
+and ``_edits``; the client comes from ``_client``. This module only runs the steps against it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import threading
-import weakref
 from collections.abc import Iterable
 from datetime import timedelta
 from types import TracebackType
@@ -20,20 +17,21 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ..._aio import within
 from ...errors import UserError
 from ...messages import Message, MessageLike, stamp, stamp_one, to_message
-from .._codec import check_limit, redact, to_messages, url_problem
+from .._codec import check_limit, to_messages
+from .._edits import fork_target
 from ..base import SessionInfo
-from ._core import (
-    DEFAULT_TIMEOUT,
+from . import _edits as edits
+from ._client import (
+    BOUNDS,
     DEFAULT_URL,
-    Eval,
-    Flow,
-    RedisCore,
-    check_timeout,
-    check_url,
+    client_from_url,
     describe,
     import_redis,
+    settings,
+    sibling_options,
     translate,
 )
+from ._core import Eval, Flow, RedisCore
 
 if TYPE_CHECKING:
     import redis
@@ -43,125 +41,7 @@ __all__ = ["AsyncRedisSession", "RedisSession"]
 
 T = TypeVar("T")
 
-
-_RETRIES = 3
-"""How often a client aniki builds resends a command whose connection broke. An append's
-script carries a token, so a resent append that the server had applied is not applied again."""
-
-
-_BOUNDS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-"""The asyncio clients aniki built, each with the seconds a whole call through it may take.
-Such a client has no ``socket_timeout``: redis.asyncio bounds every write by it through
-``asyncio.wait_for``, which makes a task per command (a tenth of an append's time), so
-:class:`AsyncRedisSession` bounds each call, resends included, by one deadline instead."""
-
-
-def _client_from_url(
-    url: str,
-    module: Any,
-    retry_class: Any,
-    timeout: float,
-    *,
-    deadline: bool = False,
-    max_connections: int | None = None,
-) -> Any:
-    """A client for ``url`` whose waits end after ``timeout``: each socket operation's, or,
-    with ``deadline`` (asyncio clients), each whole call's (see :data:`_BOUNDS`). With
-    ``max_connections``, a call waits (within ``timeout``) for one of that many connections,
-    where redis-py's default pool would refuse it with "Too many connections"."""
-    from redis.backoff import ExponentialBackoff
-    from redis.exceptions import ConnectionError as LostConnection
-
-    # Only a broken connection is retried, not a timeout: each attempt may wait `timeout`,
-    # and a hung server would otherwise hold a call for (retries + 1) times as long.
-    retry = retry_class(ExponentialBackoff(cap=0.5, base=0.02), _RETRIES, (LostConnection,))
-    options: dict[str, Any] = {
-        "socket_timeout": None if deadline else timeout,
-        "socket_connect_timeout": timeout,
-        "retry": retry,
-        **_driver_info(),
-    }
-    try:
-        if max_connections is None:
-            client = module.Redis.from_url(url, **options)
-        else:
-            pool = module.BlockingConnectionPool.from_url(
-                url, max_connections=max_connections, timeout=timeout, **options
-            )
-            client = module.Redis(connection_pool=pool)
-    except ValueError:
-        pass  # raised below, outside this handler: the parser's error can quote the password
-    else:
-        _check_options(url, client.connection_pool.connection_class)
-        if deadline:
-            _BOUNDS[client] = timeout
-        return client
-    # The parser's own message is not repeated: it can hold part of a password.
-    problem = url_problem(url) or "the Redis client cannot parse it"
-    raise UserError(
-        f"invalid Redis URL {redact(url)!r}: {problem}; "
-        "expected redis://[[user]:password@]host[:port][/db]"
-    )
-
-
-@functools.cache
-def _driver_info() -> dict[str, Any]:
-    """What the client's connections tell the server about themselves (``CLIENT SETINFO``),
-    made once. Left to itself, redis-py 7 and later reads its own version from the installed
-    package's metadata for every connection it opens: 1-2 ms of parsing on the event loop
-    each, so 50 conversations opening their connections together held the loop 30 ms."""
-    try:
-        import redis
-        from redis.driver_info import DriverInfo
-    except ImportError:  # older redis-py reads it once, at import
-        return {}
-    from ... import __version__
-
-    info = DriverInfo(lib_version=redis.__version__).add_upstream_driver("aniki", __version__)
-    return {"driver_info": info}
-
-
-def _check_options(url: str, connection_class: type) -> None:
-    """A :class:`UserError` for query options the client would pass on to its connections
-    without knowing them (redis-py then raises a TypeError on first use, not here)."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    from redis.connection import URL_QUERY_ARGUMENT_PARSERS
-
-    known = set(URL_QUERY_ARGUMENT_PARSERS)
-    for cls in connection_class.__mro__:
-        init = cls.__dict__.get("__init__")
-        if init is not None:
-            known |= set(inspect.signature(init).parameters) - {"self", "args", "kwargs"}
-    try:
-        names = {name for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
-    except ValueError:
-        return  # the client parsed it; its own checks stand
-    unknown = sorted(names - known)
-    if unknown:
-        raise UserError(
-            f"unknown option(s) {unknown} in the Redis URL {redact(url)!r}; options the "
-            "client takes include db, socket_timeout, socket_connect_timeout, "
-            "health_check_interval, max_connections, client_name"
-        )
-
-
-def _settings(
-    url: object, timeout: object, client: object, client_types: tuple[type, ...]
-) -> tuple[str | None, float, str]:
-    """The checked URL (``None`` with a client), the timeout, and how errors name it."""
-    if client is None:
-        seconds = DEFAULT_TIMEOUT if timeout is None else check_timeout(timeout)
-        return check_url(url), seconds, f"timeout= (now {seconds:g} s)"
-    if not isinstance(client, client_types):
-        names = " or ".join(f"{t.__module__}.{t.__qualname__}" for t in client_types)
-        raise UserError(f"client must be a {names}, got {type(client).__name__}")
-    if timeout is not None:
-        raise UserError(
-            "timeout= applies to the client aniki builds from url; with client=, set "
-            "socket_timeout and socket_connect_timeout on that client"
-        )
-    return None, DEFAULT_TIMEOUT, "the socket_timeout of the client passed as client="
+_client_from_url = client_from_url  # the name SessionStore builds its shared clients by
 
 
 class RedisSession:
@@ -181,7 +61,7 @@ class RedisSession:
 
     Each call waits at most ``timeout`` seconds (default 10) to connect and for each reply,
     then raises :class:`~aniki.StoreUnavailableError`; a connection that breaks is made again
-    and the command resent (an append is still applied once).
+    and the command resent (an append, an undo or a fork is still applied once).
 
     Pass ``client=`` to use an existing ``redis.Redis`` instead of ``url`` (errors then name the
     client's host and port, :meth:`close` leaves the client open, and the client's own
@@ -199,7 +79,7 @@ class RedisSession:
         timeout: float | None = None,
     ) -> None:
         module = import_redis()
-        checked, seconds, self._timeout = _settings(
+        checked, seconds, self._timeout = settings(
             url, timeout, client, (module.Redis, module.RedisCluster)
         )
         store = describe(checked, prefix, client)
@@ -207,13 +87,13 @@ class RedisSession:
         self._owns_client = client is None
         self._client: redis.Redis = cast(
             "redis.Redis",
-            _client_from_url(url, module, module.retry.Retry, seconds)
-            if client is None
-            else client,
+            client_from_url(url, module, module.retry.Retry, seconds) if client is None else client,
         )
         self._errors: type[Exception] = module.RedisError
         self._no_script: type[Exception] = module.exceptions.NoScriptError
         self._lock = threading.Lock()
+        self._split = isinstance(client, module.RedisCluster)  # a fork spans two slots there
+        self._options = sibling_options(url, ttl, prefix, client, timeout)
 
     @property
     def id(self) -> str:
@@ -245,6 +125,43 @@ class RedisSession:
     def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one script (used by `aniki sessions import`).
         self._run(self._core.replace(stamp(to_messages(messages), keep=True)))
+
+    def fork(self, new_id: str, *, upto: str | None = None) -> RedisSession:
+        """A new session ``new_id`` under this prefix holding a copy of this history through
+        the message whose id is ``upto`` (all of it when ``None``), ids, times, model and
+        usage kept, and this session's derived state except a reader's claim on making the
+        next summary. The new session has this one's ``ttl`` and ``timeout``, and its own
+        client (with ``client=``, it shares that client).
+
+        One Lua script reads this session and writes the new one, so the copy is the
+        history at one instant, whatever other writers append meanwhile, and the new session
+        is whole or absent. On a Redis Cluster, where the two sessions' keys lie in two hash
+        slots, one script reads and a second writes, each atomic, within one deadline.
+
+        Raises:
+            UserError: ``new_id`` is this session's id, or session ``new_id`` holds messages
+                (a cleared session holds none and may be forked into: its derived state is
+                replaced), or no message has the id ``upto``. Nothing is written then.
+        """
+        child = type(self)(fork_target(self.id, new_id), **self._options)
+        try:
+            self._run(edits.fork(self._core, child._core, upto, split=self._split))
+        except BaseException:
+            child.close()
+            raise
+        return child
+
+    def undo(self) -> tuple[Message, ...]:
+        """Remove the last turn -- the last user message and everything after it -- and
+        return it, oldest first; ``()``, removing nothing, when no user message is held.
+
+        One Lua script finds the message and trims the history, so a message another writer
+        appends meanwhile lands wholly before the cut (and is removed with the turn) or after
+        it. Every instance of the session, in any process, sees the removal on its next read.
+        Derived state is kept: the policies check it against the history. If the connection
+        breaks and the client resends the call, the turn is still removed once.
+        """
+        return self._run(edits.undo(self._core))
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
@@ -334,9 +251,11 @@ class AsyncRedisSession:
         module = import_redis()
         import redis.asyncio as aioredis
 
-        checked, self._seconds, self._timeout = _settings(
+        checked, self._seconds, self._timeout = settings(
             url, timeout, client, (aioredis.Redis, aioredis.RedisCluster)
         )
+        self._split = isinstance(client, aioredis.RedisCluster)  # a fork spans two slots there
+        self._options = sibling_options(url, ttl, prefix, client, timeout)
         store = describe(checked, prefix, client)
         self._core = RedisCore(id, store=store, prefix=prefix, ttl=ttl)
         self._owns_client = client is None
@@ -381,6 +300,22 @@ class AsyncRedisSession:
         # clear() then add_messages() in one script (used by `aniki sessions import`).
         await self._run(self._core.replace(stamp(to_messages(messages), keep=True)))
 
+    async def fork(self, new_id: str, *, upto: str | None = None) -> AsyncRedisSession:
+        """:meth:`RedisSession.fork <aniki.sessions.RedisSession.fork>`, awaited: a new
+        session ``new_id`` holding this history through message ``upto``, made atomically."""
+        child = type(self)(fork_target(self.id, new_id), **self._options)
+        try:
+            await self._run(edits.fork(self._core, child._core, upto, split=self._split))
+        except BaseException:
+            await child.aclose()
+            raise
+        return child
+
+    async def undo(self) -> tuple[Message, ...]:
+        """:meth:`RedisSession.undo <aniki.sessions.RedisSession.undo>`, awaited: remove the
+        last turn atomically and return it."""
+        return await self._run(edits.undo(self._core))
+
     async def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         return await self._run(self._core.get_meta(key))
@@ -419,7 +354,7 @@ class AsyncRedisSession:
     async def _run(self, flow: Flow[T]) -> T:
         self._bind_loop()
         async with self._lock:
-            bound = _BOUNDS.get(self._client)
+            bound = BOUNDS.get(self._client)
             try:
                 if bound is None:  # a client passed in: its own socket_timeout bounds each wait
                     return await self._drive(flow)
@@ -442,7 +377,7 @@ class AsyncRedisSession:
         import redis.asyncio
         import redis.asyncio.retry
 
-        return _client_from_url(
+        return client_from_url(
             self._url, redis.asyncio, redis.asyncio.retry.Retry, self._seconds, deadline=True
         )
 

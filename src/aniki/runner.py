@@ -119,14 +119,7 @@ class Runner:
         code that blocks it. Raises ``UserError`` when called from a running event loop
         (``await runner.run(...)`` there). A forked child makes a loop of its own.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            raise UserError(
-                "run_sync() cannot be called from a running event loop; use await runner.run(...)"
-            )
+        _refuse_in_a_loop("run")
         work = self.run(
             agent,
             message=message,
@@ -216,15 +209,7 @@ class Runner:
     ) -> RunResult[OutputT]:
         """:meth:`resume` for synchronous code, on the same background loop as
         :meth:`run_sync`."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            raise UserError(
-                "resume_sync() cannot be called from a running event loop; "
-                "use await runner.resume(...)"
-            )
+        _refuse_in_a_loop("resume")
         work = self.resume(
             agent,
             approve=approve,
@@ -266,6 +251,18 @@ class Runner:
             retry_backoff=self.retry_backoff,
         )
         return plan
+
+
+def _refuse_in_a_loop(method: str) -> None:
+    """``UserError`` when ``{method}_sync`` is called from a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise UserError(
+        f"{method}_sync() cannot be called from a running event loop; "
+        f"use await runner.{method}(...)"
+    )
 
 
 def _user_message(message: str | MessageLike) -> Message:

@@ -38,6 +38,7 @@ def test_a_missing_vendor_package_names_the_extra(
     # As if the vendor package were not installed: importing it fails.
     monkeypatch.setitem(sys.modules, extra, None)
     monkeypatch.delitem(sys.modules, f"aniki.providers.{module}")
+    monkeypatch.delitem(sys.modules, "aniki.providers._openai_base", raising=False)
     with pytest.raises(UserError, match=rf"pip install 'aniki-sdk\[{extra}\]'"):
         get_provider(name)
     with pytest.raises(UserError, match=rf"pip install 'aniki-sdk\[{extra}\]'"):

@@ -6,25 +6,14 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-import openai
-
 from ..errors import BadRequestError, ContextWindowExceededError, ProviderError, RateLimitError
 from ._calls import complete_call, stream_call
-from ._client import (
-    PerLoopClient,
-    check_client_options,
-    check_retry_options,
-    display_url,
-    from_env,
-)
 from ._errors import (
     ErrorContext,
-    VendorErrors,
-    client_build_error,
     context_window_exceeded,
-    missing_key_error,
     scrub,
 )
+from ._openai_base import VENDOR, OpenAIClientBase
 from ._responses_stream import EventAccumulator
 from ._responses_wire import PROVIDER, build_params, parse_response
 from ._stream import ReplyFailed
@@ -32,22 +21,13 @@ from .base import ModelRequest, ModelResponse, ModelStreamEvent
 
 __all__ = ["OpenAIResponsesProvider"]
 
-_ENV_KEY = "OPENAI_API_KEY"
-_ENV_URL = "OPENAI_BASE_URL"
-_DEFAULT_URL = "https://api.openai.com/v1"
-_VENDOR = VendorErrors(
-    base=openai.OpenAIError,
-    status=openai.APIStatusError,
-    timeout=openai.APITimeoutError,
-    connection=openai.APIConnectionError,
-)
 _NO_ENCRYPTED_HINT = (
     "; this model has no encrypted reasoning to include: pass encrypted_reasoning=False to "
     "OpenAIResponsesProvider"
 )
 
 
-class OpenAIResponsesProvider:
+class OpenAIResponsesProvider(OpenAIClientBase):
     """OpenAI's Responses API over the official ``openai`` client, without server state.
 
     Example::
@@ -91,44 +71,14 @@ class OpenAIResponsesProvider:
             client_options: passed to ``openai.AsyncOpenAI`` (``default_headers``,
                 ``organization``, ``http_client``, ...).
         """
-        check_retry_options(timeout, max_retries)
-        check_client_options(openai.AsyncOpenAI, client_options)
-        self._api_key = from_env(api_key, _ENV_KEY)
-        self.base_url: str = from_env(base_url, _ENV_URL) or _DEFAULT_URL
-        """Where requests go."""
-        self.timeout = timeout
-        self.max_retries = max_retries
+        super().__init__(
+            api_key,
+            base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            client_options=client_options,
+        )
         self.encrypted_reasoning = encrypted_reasoning
-        self._client_options = client_options
-        self._errors = ErrorContext(
-            provider=self.name,
-            env_var=_ENV_KEY,
-            base_url=display_url(self.base_url),
-            secret=self._api_key or None,
-        )
-        self._clients: PerLoopClient[openai.AsyncOpenAI] = PerLoopClient(self._new_client)
-
-    def __repr__(self) -> str:
-        return (
-            f"OpenAIResponsesProvider(base_url={display_url(self.base_url)!r}, "
-            f"max_retries={self.max_retries}, timeout={self.timeout})"
-        )
-
-    def _new_client(self) -> openai.AsyncOpenAI:
-        if not self._api_key:
-            raise missing_key_error(self._errors)
-        options = dict(self._client_options)
-        if self.timeout is not None:
-            options["timeout"] = self.timeout
-        try:
-            return openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=self.max_retries,
-                **options,
-            )
-        except Exception as exc:  # whatever the client makes of bad options
-            raise client_build_error(exc, self._errors) from exc
 
     def _parse(self, data: Any) -> ModelResponse:
         try:
@@ -142,7 +92,7 @@ class OpenAIResponsesProvider:
         params = build_params(request, encrypted_reasoning=self.encrypted_reasoning)
         with _hint_on_refused_include():
             return await complete_call(
-                client.responses.create(**params), self._parse, self._errors, _VENDOR
+                client.responses.create(**params), self._parse, self._errors, VENDOR
             )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
@@ -153,14 +103,10 @@ class OpenAIResponsesProvider:
         # Closed explicitly so that a consumer who stops early frees the connection now.
         with _hint_on_refused_include():
             async with contextlib.aclosing(
-                stream_call(call, EventAccumulator(), self._errors, _VENDOR)
+                stream_call(call, EventAccumulator(), self._errors, VENDOR)
             ) as events:
                 async for event in events:
                     yield event
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections this provider holds in the running event loop."""
-        await self._clients.aclose()
 
 
 @contextlib.contextmanager

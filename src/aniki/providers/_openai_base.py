@@ -1,0 +1,90 @@
+"""What both providers over the official ``openai`` client share: the key and URL (from the
+arguments or the environment), retries and client options, one client per event loop, the
+error context, and a repr that shows no secret."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from ._client import (
+    PerLoopClient,
+    check_client_options,
+    check_retry_options,
+    display_url,
+    from_env,
+)
+from ._errors import ErrorContext, VendorErrors, client_build_error, missing_key_error
+
+__all__ = ["ENV_KEY", "VENDOR", "OpenAIClientBase"]
+
+ENV_KEY = "OPENAI_API_KEY"
+_ENV_URL = "OPENAI_BASE_URL"
+_DEFAULT_URL = "https://api.openai.com/v1"
+VENDOR = VendorErrors(
+    base=openai.OpenAIError,
+    status=openai.APIStatusError,
+    timeout=openai.APITimeoutError,
+    connection=openai.APIConnectionError,
+)
+
+
+class OpenAIClientBase:
+    """The client plumbing of :class:`~aniki.providers.OpenAIProvider` and
+    :class:`~aniki.providers.OpenAIResponsesProvider`."""
+
+    name = "openai"
+    _no_key_hint = ""
+    """Said after the missing-key error (how to reach a server that checks no key)."""
+
+    def __init__(
+        self,
+        api_key: str | None,
+        base_url: str | None,
+        *,
+        timeout: float | None,
+        max_retries: int,
+        client_options: dict[str, Any],
+    ) -> None:
+        check_retry_options(timeout, max_retries)
+        check_client_options(openai.AsyncOpenAI, client_options)
+        self._api_key = from_env(api_key, ENV_KEY)
+        self.base_url: str = from_env(base_url, _ENV_URL) or _DEFAULT_URL
+        """Where requests go."""
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self._client_options = client_options
+        self._errors = ErrorContext(
+            provider=self.name,
+            env_var=ENV_KEY,
+            base_url=display_url(self.base_url),
+            secret=self._api_key or None,
+        )
+        self._clients: PerLoopClient[openai.AsyncOpenAI] = PerLoopClient(self._new_client)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(base_url={display_url(self.base_url)!r}, "
+            f"max_retries={self.max_retries}, timeout={self.timeout})"
+        )
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        if not self._api_key:
+            raise missing_key_error(self._errors, hint=self._no_key_hint)
+        options = dict(self._client_options)
+        if self.timeout is not None:
+            options["timeout"] = self.timeout
+        try:
+            return openai.AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=self.max_retries,
+                **options,
+            )
+        except Exception as exc:  # whatever the client makes of bad options
+            raise client_build_error(exc, self._errors) from exc
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections this provider holds in the running event loop."""
+        await self._clients.aclose()

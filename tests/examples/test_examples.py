@@ -37,6 +37,10 @@ EXPECTED = {
         "name='pixel.png')",
         "stored reasoning: ['The image is 1 x 1; its only pixel is pure red.']",
     ],
+    "mcp_tools.py": [
+        "tools from the MCP server: shop_order_status, shop_return_policy",
+        "tool: Order A-1009: shipped with PostNord, arriving Thursday.",
+    ],
 }
 
 

@@ -1,0 +1,122 @@
+"""``MCPServerStdio``: an MCP server run as a subprocess, spoken to over its stdin and stdout."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+from mcp import StdioServerParameters, stdio_client
+
+from ..errors import UserError
+from ._base import MCPServerBase
+from ._secrets import Secrets
+
+__all__ = ["MCPServerStdio"]
+
+
+class MCPServerStdio(MCPServerBase):
+    """An MCP server aniki starts as a subprocess on first use, and ends on ``close()``.
+
+    The process is started when a run first needs the server's tools (or on ``connect()``
+    or ``async with``), kept across runs, and ended by ``close()`` or at interpreter exit:
+    its stdin is closed, then it is sent SIGTERM and SIGKILL (with its process group) if it
+    does not exit. If it dies, the next call starts it again.
+
+    Example::
+
+        from aniki import Agent, Runner
+        from aniki.mcp import MCPServerStdio
+
+        files = MCPServerStdio("npx", ["-y", "@modelcontextprotocol/server-filesystem", "."])
+        agent = Agent("Clerk", "Answer from the files.", model="gpt-4o", mcp_servers=[files])
+        async with files:
+            result = await Runner().run(agent, message="What is in README.md?")
+    """
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        timeout: float = 30.0,
+        connect_timeout: float = 30.0,
+        tool_prefix: str = "",
+        cache_tools: bool = True,
+        attach_media: bool = False,
+    ) -> None:
+        """
+        Args:
+            command: the program to run (``"npx"``, ``"uvx"``, ``sys.executable``, ...).
+            args: its arguments.
+            env: environment variables for the server, over the few it inherits (``HOME``,
+                ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``; on Windows their
+                equivalents). Their values never appear in errors, logs or the repr.
+            cwd: the server's working directory (default: this process's).
+            name: the server's name in errors and logs (default: from the command).
+            timeout: seconds a tool call, or the listing of the tools, may take; a call that
+                takes longer is answered with an error the model reads.
+            connect_timeout: seconds starting the server and the MCP handshake may take.
+            tool_prefix: put before each tool's name as the model sees it (``"files_"``), to
+                keep two servers' tools apart.
+            cache_tools: keep the tool list across runs until the server says it changed
+                (``False``: ask the server at the start of every run).
+            attach_media: put images and PDFs that tools return on the tool message as
+                attachments, for providers that take them in a tool result (Anthropic,
+                OpenAI Responses); by default they are described in the text.
+        """
+        if not isinstance(command, str) or not command:
+            raise UserError(f"command must be a non-empty string, got {command!r}")
+        if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
+            raise UserError("args must be a list of strings, e.g. ['server.py', '--verbose']")
+        if env is not None and not (
+            isinstance(env, Mapping)
+            and all(isinstance(key, str) and isinstance(value, str) for key, value in env.items())
+        ):
+            raise UserError("env must map names to string values")
+        if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
+            raise UserError(f"cwd must be a path, got {type(cwd).__name__}")
+        self.command = command
+        """The program run."""
+        self.args = tuple(args)
+        """Its arguments."""
+        self.cwd = cwd
+        """Its working directory (``None``: this process's)."""
+        self._env = dict(env) if env is not None else None
+        super().__init__(
+            name=name if name is not None else _default_name(command, self.args),
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            tool_prefix=tool_prefix,
+            cache_tools=cache_tools,
+            attach_media=attach_media,
+            secrets=Secrets((self._env or {}).values()),
+        )
+
+    def _transport(self) -> AbstractAsyncContextManager[Any]:
+        parameters = StdioServerParameters(
+            command=self.command,
+            args=list(self.args),
+            env=self._env,
+            cwd=os.fspath(self.cwd) if self.cwd is not None else None,
+        )
+        return stdio_client(parameters, errlog=sys.stderr)
+
+    def _shown(self) -> str:
+        env = f", env=<{len(self._env)} variables>" if self._env else ""
+        return f"{self.command!r}, args={list(self.args)!r}{env}"
+
+
+def _default_name(command: str, args: tuple[str, ...]) -> str:
+    """``"python server.py"`` for ``python /path/to/server.py --flag``."""
+    words = [Path(command).name]
+    script = next((arg for arg in args if not arg.startswith("-")), None)
+    if script is not None:
+        words.append(Path(script).name)
+    return " ".join(words)

@@ -9,6 +9,7 @@ The tree::
     ├── RunTimeoutError             a run did not finish within its time limit (a TimeoutError)
     ├── OutputValidationError       the final reply does not fit the output schema
     ├── ToolError                   raised by a tool: its message goes to the model as the result
+    ├── MCPServerError              an MCP server cannot be started, reached or listed
     ├── ProviderError               a model call failed
     │   ├── AuthenticationError     missing or rejected API key
     │   ├── RateLimitError          the provider said "slow down" (429)
@@ -26,7 +27,8 @@ The tree::
                                     from the middle, relabelled or written without the key
 
 ``DecryptionError`` and ``AlteredDataError`` live in :mod:`aniki.sessions`, beside the
-store that raises them (it needs the ``encryption`` extra).
+store that raises them (it needs the ``encryption`` extra); ``MCPServerError`` lives in
+:mod:`aniki.mcp` (the ``mcp`` extra).
 
 Errors from dependencies (HTTP clients, database drivers) are translated at the
 boundary into one of these, with the original kept as ``__cause__``.

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-from ._run import approvals, background, session_io
+from ._run import approvals, background, observe, session_io
 from ._run.deadline import Deadline
 from ._run.loop import (
     Outcome,
@@ -97,7 +97,8 @@ class Runner:
         """
         user = _user_message(message)
         plan = self._plan(agent, session, context, settings, streaming=False)
-        return await Deadline(timeout).bound(_run(plan, user))
+        run = Deadline(timeout).bound(_run(plan, user))
+        return await (run if observe.OBSERVER is None else observe.OBSERVER.run(plan, run))
 
     def run_sync(
         self,
@@ -162,7 +163,8 @@ class Runner:
                 await approvals.hold(plan.session, outcome.held)
             return await _result(plan, outcome)
 
-        return StreamedRun(start, produce, finish, deadline=Deadline(timeout))
+        observed = observe.observe_stream(plan)
+        return StreamedRun(start, produce, finish, deadline=Deadline(timeout), observed=observed)
 
     async def resume(
         self,
@@ -194,7 +196,8 @@ class Runner:
                 held call is left undecided.
         """
         plan = self._plan(agent, session, context, settings, streaming=False)
-        return await Deadline(timeout).bound(_resume(plan, approve, deny))
+        run = Deadline(timeout).bound(_resume(plan, approve, deny))
+        return await (run if observe.OBSERVER is None else observe.OBSERVER.run(plan, run))
 
     def resume_sync(
         self,

@@ -37,6 +37,12 @@ EXPECTED = {
         "name='pixel.png')",
         "stored reasoning: ['The image is 1 x 1; its only pixel is pure red.']",
     ],
+    "tracing.py": [
+        "invoke_agent Forecaster",
+        "    execute_tool get_weather",
+        "gen_ai.tool.call.id=call_2",
+        "gen_ai.usage.cache_read.input_tokens=256, gen_ai.response.finish_reasons=stop",
+    ],
     "mcp_tools.py": [
         "tools from the MCP server: shop_order_status, shop_return_policy",
         "tool: Order A-1009: shipped with PostNord, arriving Thursday.",

@@ -44,7 +44,7 @@ from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, merge_settings
 from ..reports import ReportBuilder
 from ..usage import Usage
-from . import approvals, session_io
+from . import approvals, observe, session_io
 from .approvals import HeldTurn
 from .subagents import CURRENT_PLAN, handed_off, handoff_answer, handoff_definition, handoff_targets
 from .workers import SETUP
@@ -177,7 +177,10 @@ async def _turns(plan: RunPlan, outcome: Outcome) -> Outcome:
     retries = 0
     for turn in range(1, plan.max_turns + 1):
         request = await _build_request(plan, outcome)
-        response = await call_model(request)
+        if observe.OBSERVER is None:
+            response = await call_model(request)
+        else:
+            response = await observe.OBSERVER.model_call(plan, outcome, request, call_model)
         reports.settle(response.usage if isinstance(response, ModelResponse) else None)
         outcome.usage += (
             response.usage
@@ -408,8 +411,10 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
                 content=f"Error: unknown tool {call.name!r}. Available tools: {known}.",
                 tool_call_id=call.id,
             )
-        else:
+        elif observe.OBSERVER is None:
             message = await tool.invoke(call, plan.context)
+        else:
+            message = await observe.OBSERVER.tool_call(tool, call, plan.context)
         if plan.emit is not None:
             plan.emit(ToolCallCompleted(call, message))
         return message

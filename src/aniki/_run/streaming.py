@@ -27,6 +27,7 @@ from ..events import RunCompleted, StreamEvent
 from ..result import RunResult
 from .deadline import Deadline
 from .loop import Outcome
+from .observe import UNOBSERVED, RunObservation
 
 __all__ = ["StreamedRun"]
 
@@ -70,11 +71,13 @@ class StreamedRun(Generic[OutputT]):
         finish: Finish,
         *,
         deadline: Deadline | None = None,
+        observed: RunObservation = UNOBSERVED,
     ):
         self._start = start
         self._produce = produce
         self._finish = finish
         self._deadline = deadline if deadline is not None else Deadline(None)
+        self._observed = observed
         self._queue: asyncio.Queue[StreamEvent | _Finished | _Failed] = asyncio.Queue()
         self._started: asyncio.Future[None] | None = None
         self._task: asyncio.Future[None] | None = None
@@ -93,12 +96,13 @@ class StreamedRun(Generic[OutputT]):
         self._deadline.start()
         # The user message is stored by its own task, which abort() never cancels: once
         # stream() was called, the session holds the user message whatever happens next.
-        self._started = asyncio.ensure_future(self._start())
-        # The producer must not hold a reference to this object, so that a consumer that
-        # walks away lets it (and the iterator) be collected, which stops the run.
-        self._task = asyncio.ensure_future(
-            _produce(self._started, self._produce, self._queue, self._deadline)
-        )
+        with self._observed.entered():  # the tasks run inside the run's span
+            self._started = asyncio.ensure_future(self._start())
+            # The producer must not hold a reference to this object, so that a consumer that
+            # walks away lets it (and the iterator) be collected, which stops the run.
+            self._task = asyncio.ensure_future(
+                _produce(self._started, self._produce, self._queue, self._deadline)
+            )
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         events = self._events() if self._events is not None else None
@@ -125,9 +129,13 @@ class StreamedRun(Generic[OutputT]):
                     result = await self._deadline.bound(self._finish(item.outcome))
                     self.result = result
                     self._closed = True
+                    self._observed.finished(result)
                     yield RunCompleted(result)
                     return
                 yield item
+        except Exception as exc:  # the run failed, or storing what it produced did
+            self._observed.failed(exc)
+            raise
         finally:
             if self.result is None:
                 await self.abort()
@@ -144,6 +152,7 @@ class StreamedRun(Generic[OutputT]):
             # Wait for the user message to be stored, but not past the run's deadline.
             with contextlib.suppress(Exception):
                 await self._deadline.bound(asyncio.shield(self._started))
+        self._observed.aborted()
 
     async def aclose(self) -> None:
         """Stop consuming: the same as :meth:`abort` unless the run already completed."""

@@ -1,0 +1,202 @@
+"""Benchmark what tracing costs a run: off (the default), without the hooks at all, and on.
+
+One run is a user message, a reply asking for two tools at once, the two tool calls and the
+final reply (``MockProvider``, a fresh ``InMemorySession`` per run): five spans when traced.
+Each way runs in a process of its own, the ways interleaved over 5 rounds (their order
+turned each round); a round's figure is the median time of one run, and the table shows the
+best round and the median round of each way (the best is the steadier on a shared machine,
+where other work slows some rounds down):
+
+- ``tracing off``: this tree, tracing never enabled (what every user pays);
+- ``hooks absent``: the tree of ``--baseline REV``, a commit from before the hooks, taken
+  out with ``git archive`` (only with ``--baseline``);
+- ``tracing on``: ``aniki.tracing.enable(provider)``, an in-memory exporter behind a
+  ``SimpleSpanProcessor``;
+- ``tracing on, with content``: the same with ``include_content=True``.
+
+The hooks' price when off is too small for whole runs to show above the noise, so it is also
+priced directly: one check of the module attribute, timed with ``timeit``, times the five
+checks a run makes (the run, two model calls, two tool calls).
+
+Run: ``python bench/bench_tracing.py --baseline REV`` (``--quick``, ``--smoke``: fewer runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import timeit
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WAYS = ("tracing off", "hooks absent", "tracing on", "tracing on, with content")
+CHECKS_PER_RUN = 5
+ROUNDS = 5
+TURN = ["user", "assistant", "tool", "tool", "assistant"]
+
+
+def _worker(way: str, runs: int) -> None:
+    """Time ``runs`` runs the way ``way`` says, in this process; print the median as JSON."""
+    import aniki
+    from aniki import Agent, InMemorySession, Runner, ToolCall, tool
+    from aniki.testing import MockProvider, MockReply
+
+    exporter = None
+    if way.startswith("tracing on"):
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        import aniki.tracing
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        aniki.tracing.enable(provider, include_content=way.endswith("with content"))
+
+    @tool
+    async def weather(city: str) -> str:
+        """Look up the weather."""
+        return f"18 degrees in {city}"
+
+    def model(request: object) -> MockReply:
+        last = request.messages[-1]  # type: ignore[attr-defined]
+        if last.role == "user":
+            calls = (
+                ToolCall("c1", "weather", '{"city": "Oslo"}'),
+                ToolCall("c2", "weather", '{"city": "Bergen"}'),
+            )
+            return MockReply(tool_calls=calls)
+        return MockReply(content="Sunny in both.")
+
+    agent = Agent(
+        "Bench",
+        "Answer briefly.",
+        model="bench",
+        provider=MockProvider(handler=model),
+        tools=[weather],
+    )
+    runner = Runner()
+
+    async def measure() -> list[float]:
+        times = []
+        for number in range(runs):
+            start = time.perf_counter()
+            result = await runner.run(agent, message=f"run {number}", session=InMemorySession())
+            times.append(time.perf_counter() - start)
+            assert [m.role for m in result.new_messages] == TURN, result.new_messages
+            if exporter is not None and number % 100 == 99:
+                exporter.clear()  # keep the process's memory flat
+        return times
+
+    times = asyncio.run(measure())
+    if exporter is not None:
+        spans = len(exporter.get_finished_spans())
+        assert spans == 5 * (runs % 100), f"{spans} spans"  # five per run since the clear
+    median_ms = statistics.median(times[len(times) // 5 :]) * 1000  # the first fifth warms up
+    print(json.dumps({"ms": median_ms, "aniki": aniki.__file__}))
+
+
+def _check_ns() -> float:
+    """Nanoseconds one disabled hook takes: the module attribute checked against ``None``."""
+    from aniki._run import observe
+
+    number = 2_000_000
+    best = min(
+        timeit.repeat(
+            "observe.OBSERVER is None", globals={"observe": observe}, number=number, repeat=5
+        )
+    )
+    return best / number * 1e9
+
+
+def _baseline_tree(rev: str, into: Path) -> Path:
+    """The ``src`` directory of commit ``rev``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    tar_path = into / "baseline.tar"
+    tar_path.write_bytes(archive)
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # 3.10.12 and later
+    with tarfile.open(tar_path) as tar:
+        tar.extractall(into, **safe)  # type: ignore[arg-type]
+    tar_path.unlink()
+    return into / "src"
+
+
+def _measure(way: str, runs: int, src: Path) -> float:
+    env = dict(os.environ, PYTHONPATH=str(src))
+    done = subprocess.run(
+        [sys.executable, __file__, "--worker", way, "--runs", str(runs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{way} failed:\n{done.stderr[-3000:]}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path(figures["aniki"]).resolve().is_relative_to(src.resolve()):
+        raise SystemExit(f"{way} imported aniki from {figures['aniki']}, not from {src}")
+    ms: float = figures["ms"]
+    return ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--baseline", metavar="REV", help="a commit from before the hooks")
+    parser.add_argument("--quick", action="store_true", help="300 runs per way and round")
+    parser.add_argument("--smoke", action="store_true", help="20 runs per way, 2 rounds")
+    parser.add_argument("--worker", choices=WAYS, help=argparse.SUPPRESS)
+    parser.add_argument("--runs", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        _worker(args.worker, args.runs)
+        return
+    runs = 20 if args.smoke else 300 if args.quick else 2000
+    with tempfile.TemporaryDirectory() as scratch:
+        trees = dict.fromkeys(WAYS, ROOT / "src")
+        if args.baseline:
+            trees["hooks absent"] = _baseline_tree(args.baseline, Path(scratch))
+        else:
+            del trees["hooks absent"]
+        figures: dict[str, list[float]] = {way: [] for way in trees}
+        order = list(trees.items())
+        rounds = 2 if args.smoke else ROUNDS
+        for _ in range(rounds):  # interleaved, so that a busy spell hits every way
+            for way, src in order:
+                figures[way].append(_measure(way, runs, src))
+            order.reverse()
+    best = {way: min(values) for way, values in figures.items()}
+    median = {way: statistics.median(values) for way, values in figures.items()}
+    print(
+        f"One run (2 model calls, 2 concurrent tool calls): ms, a round's median of {runs} "
+        f"runs, best and median of {rounds} rounds"
+    )
+    if args.baseline:
+        print(f"hooks absent: the tree of {args.baseline}")
+    print("| way | best round | / tracing off | median round |\n|---|---|---|---|")
+    for way in figures:
+        ratio = best[way] / best["tracing off"]
+        print(f"| {way} | {best[way]:.3f} | {ratio:.3f}x | {median[way]:.3f} |")
+    check = _check_ns()
+    share = check * CHECKS_PER_RUN / (best["tracing off"] * 1e6)
+    print(
+        f"\nOne disabled hook: {check:.1f} ns; {CHECKS_PER_RUN} per run: "
+        f"{check * CHECKS_PER_RUN / 1000:.2f} us, {share:.3%} of a run"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""The OpenTelemetry observer: a run as an ``invoke_agent`` span, and beneath it each model
+call as a ``chat`` span and each tool call as an ``execute_tool`` span.
+
+Only :func:`aniki.tracing.enable` imports this module, so ``import aniki`` never imports
+OpenTelemetry. Each span is made the current one while its work runs: an agent called as a
+tool traces as a run under its ``execute_tool`` span, and an HTTP client's own
+instrumentation nests under the ``chat`` span. Concurrent tool calls each run in their own
+task, made while the run's span was current, so their spans are siblings under it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import traceback
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from .. import __version__
+from ..providers.base import ModelResponse
+from ..tools import Tool
+from . import _names as n
+from ._content import messages_json, reply_json
+
+if TYPE_CHECKING:
+    from .._run.loop import Outcome, RunPlan
+    from .._run.observe import CallModel
+    from ..context import Context
+    from ..messages import Message, ToolCall
+    from ..providers.base import ModelRequest
+    from ..reports import ContextReport
+    from ..result import RunResult
+    from ..usage import Usage
+
+__all__ = ["GenAIObserver"]
+
+Attributes = dict[str, AttributeValue]
+
+_SETTINGS = (
+    ("temperature", n.REQUEST_TEMPERATURE),
+    ("top_p", n.REQUEST_TOP_P),
+    ("max_tokens", n.REQUEST_MAX_TOKENS),
+    ("seed", n.REQUEST_SEED),
+    ("stop", n.REQUEST_STOP_SEQUENCES),
+    ("presence_penalty", n.REQUEST_PRESENCE_PENALTY),
+    ("frequency_penalty", n.REQUEST_FREQUENCY_PENALTY),
+)
+"""The model settings the conventions name, and their attributes."""
+
+
+class GenAIObserver:
+    """Turns what a run reports (see :mod:`aniki._run.observe`) into GenAI spans."""
+
+    def __init__(
+        self, tracer_provider: trace.TracerProvider | None, *, include_content: bool
+    ) -> None:
+        self.tracer = trace.get_tracer("aniki", __version__, tracer_provider=tracer_provider)
+        self.include_content = include_content
+
+    async def run(self, plan: RunPlan, work: Awaitable[RunResult[Any]]) -> RunResult[Any]:
+        observed = _RunSpan(self, plan)
+        with observed.entered():
+            try:
+                result = await work
+            except Exception as exc:
+                observed.failed(exc)
+                raise
+            except BaseException:
+                observed.aborted()
+                raise
+        observed.finished(result)
+        return result
+
+    def stream(self, plan: RunPlan) -> _RunSpan:
+        return _RunSpan(self, plan)
+
+    async def model_call(
+        self, plan: RunPlan, outcome: Outcome, request: ModelRequest, call_model: CallModel
+    ) -> ModelResponse:
+        span = self.tracer.start_span(
+            f"chat {request.model}",
+            kind=SpanKind.CLIENT,
+            attributes=self._chat_attributes(plan, outcome, request),
+        )
+        try:
+            with _current(span):
+                response = await call_model(request)
+        except Exception as exc:
+            _failed(span, exc, with_message=True)
+            span.end()
+            raise
+        except BaseException:
+            span.set_attribute(n.CANCELLED, True)
+            span.end()
+            raise
+        if isinstance(response, ModelResponse):  # else the loop raises ProviderError
+            span.set_attributes(self._response_attributes(response))
+        span.end()
+        return response
+
+    async def tool_call(self, tool: Tool, call: ToolCall, context: Context) -> Message:
+        attributes: Attributes = {
+            n.OPERATION_NAME: "execute_tool",
+            n.TOOL_NAME: call.name,
+            n.TOOL_CALL_ID: call.id,
+            n.TOOL_TYPE: "function",
+        }
+        if tool.description:
+            attributes[n.TOOL_DESCRIPTION] = tool.description
+        if self.include_content:
+            attributes[n.TOOL_CALL_ARGUMENTS] = call.arguments
+        span = self.tracer.start_span(
+            f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        raised: list[BaseException] = []
+        # Tool.invoke turns what the function raises into the reply; a copy whose function
+        # notes the exception first lets the span record it. A tool with an invoke of its own
+        # (an MCP tool) is judged by its reply alone.
+        runnable = _watched(tool, raised) if type(tool).invoke is Tool.invoke else tool
+        try:
+            with _current(span):
+                message = await runnable.invoke(call, context)
+        except Exception as exc:  # invoke never raises, but a subclass's might
+            _failed(span, exc, with_message=self.include_content)
+            span.end()
+            raise
+        except BaseException:
+            span.set_attribute(n.CANCELLED, True)
+            span.end()
+            raise
+        if raised:  # what it raised is the reply the model reads: content
+            _failed(span, raised[0], with_message=self.include_content)
+        elif message.content.startswith("Error: "):  # how every tool failure is answered
+            span.set_attribute(n.ERROR_TYPE, "tool_error")
+            span.set_status(Status(StatusCode.ERROR, "the tool answered with an error"))
+        if self.include_content:
+            span.set_attribute(n.TOOL_CALL_RESULT, message.content)
+        span.end()
+        return message
+
+    def _chat_attributes(
+        self, plan: RunPlan, outcome: Outcome, request: ModelRequest
+    ) -> Attributes:
+        attributes: Attributes = {
+            n.OPERATION_NAME: "chat",
+            n.PROVIDER_NAME: _provider_name(plan.provider),
+            n.REQUEST_MODEL: request.model,
+            n.AGENT_NAME: plan.agent.name,
+            n.REQUEST_STREAM: plan.streaming,
+            n.OUTPUT_TYPE: "text" if request.output_schema is None else "json",
+        }
+        session_id = _session_id(plan.session)
+        if session_id is not None:
+            attributes[n.CONVERSATION_ID] = session_id
+        settings: Mapping[str, Any] = request.settings
+        for key, name in _SETTINGS:
+            value = settings.get(key)
+            if value is not None:
+                attributes[name] = list(value) if key == "stop" else value
+        attributes.update(_server(plan.provider))
+        reports = outcome.reports.reports if outcome.reports is not None else []
+        if reports:
+            pending = len(outcome.pending) + len(outcome.corrections)
+            attributes.update(_report_attributes(reports[-1], pending))
+        if self.include_content:
+            attributes[n.INPUT_MESSAGES] = messages_json(request.messages)
+        return attributes
+
+    def _response_attributes(self, response: ModelResponse) -> Attributes:
+        attributes: Attributes = {}
+        if response.finish_reason:
+            attributes[n.RESPONSE_FINISH_REASONS] = [response.finish_reason]
+        if response.model:
+            attributes[n.RESPONSE_MODEL] = response.model
+        if response.usage is not None:
+            attributes.update(_usage_attributes(response.usage))
+        else:
+            attributes[n.UNREPORTED_REQUESTS] = 1
+        if self.include_content:
+            attributes[n.OUTPUT_MESSAGES] = reply_json(response)
+        return attributes
+
+
+class _RunSpan:
+    """One run's ``invoke_agent`` span; for a stream, also its
+    :class:`~aniki._run.observe.RunObservation`."""
+
+    def __init__(self, observer: GenAIObserver, plan: RunPlan) -> None:
+        agent = plan.agent
+        self._agent = agent.name
+        self._include_content = observer.include_content
+        attributes: Attributes = {
+            n.OPERATION_NAME: "invoke_agent",
+            n.AGENT_NAME: agent.name,
+            n.REQUEST_MODEL: agent.model,
+            n.PROVIDER_NAME: _provider_name(
+                plan.provider if plan.provider is not None else agent.provider
+            ),
+            n.RUN_ID: plan.context.run_id,
+        }
+        session_id = _session_id(plan.session)
+        if session_id is not None:
+            attributes[n.CONVERSATION_ID] = session_id
+        if self._include_content and agent.description:  # from the instructions, by default
+            attributes[n.AGENT_DESCRIPTION] = agent.description
+        self.span = observer.tracer.start_span(
+            f"invoke_agent {agent.name}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        self._open = True
+
+    def entered(self) -> AbstractContextManager[object]:
+        return _current(self.span)
+
+    def finished(self, result: RunResult[Any]) -> None:
+        if not self._open:
+            return
+        self._open = False
+        span = self.span
+        span.set_attributes(_usage_attributes(result.usage))
+        span.set_attribute(n.REQUESTS, result.usage.requests)
+        if result.usage.unreported_requests:
+            span.set_attribute(n.UNREPORTED_REQUESTS, result.usage.unreported_requests)
+        if result.last_agent != self._agent:
+            span.set_attribute(n.LAST_AGENT, result.last_agent)
+        if result.pending_approvals:
+            span.set_attribute(n.PENDING_APPROVALS, len(result.pending_approvals))
+        if self._include_content:
+            asked = [m for m in result.new_messages if m.role == "user"]
+            if asked:
+                span.set_attribute(n.INPUT_MESSAGES, messages_json(asked))
+            replies = [m for m in result.new_messages if m.role == "assistant"]
+            if replies:
+                span.set_attribute(n.OUTPUT_MESSAGES, reply_json(replies[-1]))
+        span.end()
+
+    def failed(self, error: BaseException) -> None:
+        if self._open:
+            self._open = False
+            _failed(self.span, error, with_message=True)
+            self.span.end()
+
+    def aborted(self) -> None:
+        if self._open:
+            self._open = False
+            self.span.set_attribute(n.CANCELLED, True)
+            self.span.end()
+
+
+def _current(span: Span) -> AbstractContextManager[object]:
+    """``span`` as the current span inside the block (which neither ends it nor records)."""
+    return trace.use_span(span, record_exception=False, set_status_on_exception=False)
+
+
+def _failed(span: Span, error: BaseException, *, with_message: bool) -> None:
+    """Record ``error`` on ``span``, its message only ``with_message`` (it may be content)."""
+    kind = _type_name(error)
+    span.set_attribute(n.ERROR_TYPE, kind)
+    if with_message:
+        span.record_exception(error, attributes={n.EXCEPTION_TYPE: kind})
+        span.set_status(Status(StatusCode.ERROR, f"{kind}: {error}"))
+    else:
+        where = "".join(traceback.format_tb(error.__traceback__))
+        span.add_event(n.EXCEPTION_EVENT, {n.EXCEPTION_TYPE: kind, n.EXCEPTION_STACKTRACE: where})
+        span.set_status(Status(StatusCode.ERROR, kind))
+
+
+def _watched(tool: Tool, raised: list[BaseException]) -> Tool:
+    """A copy of ``tool`` whose function appends what it raises to ``raised``."""
+    function = tool.function
+
+    async def watched_async(**kwargs: Any) -> Any:
+        try:
+            return await function(**kwargs)
+        except Exception as exc:
+            raised.append(exc)
+            raise
+
+    def watched(**kwargs: Any) -> Any:  # runs in a worker thread, like the function
+        try:
+            value = function(**kwargs)
+        except Exception as exc:
+            raised.append(exc)
+            raise
+        return _awaited(value, raised) if inspect.isawaitable(value) else value
+
+    chosen: Callable[..., Any] = watched_async if inspect.iscoroutinefunction(function) else watched
+    return dataclasses.replace(tool, function=chosen)
+
+
+async def _awaited(value: Awaitable[Any], raised: list[BaseException]) -> Any:
+    """``value``, from a callable object whose ``__call__`` is async, awaited and watched."""
+    try:
+        return await value
+    except Exception as exc:
+        raised.append(exc)
+        raise
+
+
+def _usage_attributes(usage: Usage) -> Attributes:
+    return {
+        n.USAGE_INPUT_TOKENS: usage.input_tokens,
+        n.USAGE_OUTPUT_TOKENS: usage.output_tokens,
+        n.USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read_tokens,
+        n.USAGE_CACHE_CREATION_INPUT_TOKENS: usage.cache_write_tokens,
+    }
+
+
+def _report_attributes(report: ContextReport, pending: int) -> Attributes:
+    """A model call's :class:`~aniki.ContextReport`; ``pending`` of the messages sent were not
+    stored yet (a stream's, and a correction after a reply that missed the output schema)."""
+    tokens = report.tokens
+    attributes: Attributes = {
+        n.CONTEXT_SENT_MESSAGES: report.sent_messages,
+        n.CONTEXT_SUMMARIZED_MESSAGES: report.summarized_messages,
+        n.CONTEXT_TOKENS: tokens.total,
+        n.CONTEXT_TOKENS_INSTRUCTIONS: tokens.instructions,
+        n.CONTEXT_TOKENS_TOOLS: tokens.tools,
+        n.CONTEXT_TOKENS_SUMMARY: tokens.summary,
+        n.CONTEXT_TOKENS_HISTORY: tokens.history,
+    }
+    if report.stored_messages is not None:
+        stored = report.stored_messages
+        attributes[n.CONTEXT_STORED_MESSAGES] = stored
+        sent_from_store = report.sent_messages - pending
+        attributes[n.CONTEXT_OMITTED_MESSAGES] = max(
+            stored - sent_from_store - report.summarized_messages, 0
+        )
+    if report.prefix_kept is not None:
+        attributes[n.CONTEXT_PREFIX_KEPT] = report.prefix_kept
+    return attributes
+
+
+def _provider_name(provider: object) -> str:
+    """``gen_ai.provider.name``: the provider's ``name`` (``"openai"``, ``"anthropic"``), the
+    registry name it is built from, or its class's name (``MockProvider``: ``"mock"``)."""
+    if isinstance(provider, str):
+        return provider
+    name = getattr(provider, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    kind = type(provider).__name__
+    return kind.removesuffix("Provider").lower() or kind.lower()
+
+
+def _session_id(session: Any) -> str | None:
+    try:
+        value = session.id
+    except Exception:  # a custom session's id may be anything; tracing must not fail a run
+        return None
+    return None if value is None else str(value)
+
+
+def _server(provider: object) -> Attributes:
+    """``server.address`` and ``server.port`` of a provider that has a ``base_url``."""
+    url = getattr(provider, "base_url", None)
+    if not isinstance(url, str):
+        return {}
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return {}
+    attributes: Attributes = {}
+    if parts.hostname:
+        attributes[n.SERVER_ADDRESS] = parts.hostname
+    if port is not None:
+        attributes[n.SERVER_PORT] = port
+    return attributes
+
+
+def _type_name(error: BaseException) -> str:
+    """The error's class as ``error.type`` wants it: qualified by its module."""
+    cls = type(error)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"

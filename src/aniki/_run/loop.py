@@ -15,7 +15,6 @@ between the two can never leave a tool call unanswered in the stored history.
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,18 +24,13 @@ from ..errors import (
     AnikiError,
     MaxTurnsExceeded,
     OutputValidationError,
-    ProviderConnectionError,
     ProviderError,
-    ProviderTimeoutError,
-    StreamInterruptedError,
 )
 from ..errors import ValidationError as MessageValidationError
 from ..events import (
     AgentUpdated,
-    ReasoningDelta,
     StreamEvent,
     StreamRestarted,
-    TextDelta,
     ToolCallCompleted,
     ToolCallStarted,
 )
@@ -46,6 +40,7 @@ from ..reports import ReportBuilder
 from ..usage import Usage
 from . import approvals, observe, session_io
 from .approvals import HeldTurn
+from .model_stream import stream_response
 from .subagents import CURRENT_PLAN, handed_off, handoff_answer, handoff_definition, handoff_targets
 from .workers import SETUP
 
@@ -318,7 +313,7 @@ def _middleware_chain(plan: RunPlan) -> CallNext:
     async def call_provider(request: ModelRequest) -> ModelResponse:
         try:
             if plan.streaming:
-                return await _stream_response(plan, request)
+                return await stream_response(plan, request)
             return await _provider(plan).complete(request)
         except AnikiError:
             raise
@@ -339,56 +334,6 @@ def _bind(middleware: Middleware, context: Context, call_next: CallNext) -> Call
         return response
 
     return call
-
-
-async def _stream_response(plan: RunPlan, request: ModelRequest) -> ModelResponse:
-    """Stream one reply; a stream that breaks part-way is retried with a fresh stream.
-
-    Only breaks the vendor client cannot retry itself are retried here (an interrupted
-    stream, or a connection lost after the reply began), so the two never multiply.
-    """
-    attempt = 0
-    while True:
-        received = [False]
-        try:
-            return await _stream_once(plan, request, received)
-        except (StreamInterruptedError, ProviderConnectionError, ProviderTimeoutError) as exc:
-            if attempt >= plan.stream_retries or not (
-                isinstance(exc, StreamInterruptedError) or received[0]
-            ):
-                raise
-            attempt += 1
-            if plan.emit is not None:
-                plan.emit(StreamRestarted(f"{type(exc).__name__}: {exc}"))
-            await asyncio.sleep(_backoff(plan.retry_backoff, attempt))
-
-
-def _backoff(base: float, attempt: int) -> float:
-    delay: float = min(base * 2 ** (attempt - 1), 8.0)
-    return delay * random.uniform(0.8, 1.2)
-
-
-async def _stream_once(plan: RunPlan, request: ModelRequest, received: list[bool]) -> ModelResponse:
-    response: ModelResponse | None = None
-    async for item in _provider(plan).stream(request):
-        received[0] = True
-        if isinstance(item, (TextDelta, ReasoningDelta)):
-            if response is not None:
-                raise StreamInterruptedError("the provider sent text after its final reply")
-            if item.text and plan.emit is not None:
-                plan.emit(item)
-        elif isinstance(item, ModelResponse):
-            response = item
-        else:
-            raise ProviderError(
-                f"the provider's stream yielded {type(item).__name__}; "
-                "expected TextDelta and ReasoningDelta items and a final ModelResponse"
-            )
-    if response is None:
-        raise StreamInterruptedError(
-            f"the stream for model {request.model!r} ended before the reply was complete"
-        )
-    return response
 
 
 async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:

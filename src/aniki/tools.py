@@ -82,7 +82,7 @@ class Tool:
         """Run ``call`` and return the ``tool`` message answering it; never raises (but cancels)."""
         try:
             kwargs = self._parse_arguments(call.arguments)
-        except _BadArguments as exc:
+        except BadArguments as exc:
             return _reply(call, str(exc))
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = context
@@ -104,39 +104,46 @@ class Tool:
             return _reply(call, f"Error: tool {self.name!r} returned a non-JSON value: {exc}")
 
     def _parse_arguments(self, raw: str) -> dict[str, Any]:
-        try:
-            data = json.loads(raw) if raw.strip() else {}
-        except (ValueError, RecursionError) as exc:
-            # JSONDecodeError is a ValueError; so is a number too long to convert, and
-            # absurd nesting raises RecursionError: all are the model's mistake to correct.
-            reason = (
-                f"{exc.msg} at position {exc.pos}"
-                if isinstance(exc, json.JSONDecodeError)
-                else ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200])
-            )
-            raise _BadArguments(
-                f"Error: the arguments for {self.name!r} are not valid JSON ({reason}). "
-                "Call it again with a JSON object matching its schema."
-            ) from None
-        if not isinstance(data, dict):
-            raise _BadArguments(
-                f"Error: the arguments for {self.name!r} must be a JSON object, "
-                f"got {type(data).__name__}. Call it again with a JSON object."
-            )
+        data = json_arguments(self.name, raw)
         try:
             parsed = self.arguments_model.model_validate(data)
         except pydantic.ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or '(arguments)'}: {e['msg']}" for e in exc.errors()
             )
-            raise _BadArguments(
+            raise BadArguments(
                 f"Error: invalid arguments for {self.name!r}: {problems}. "
                 "Call it again with corrected arguments."
             ) from None
         return {name: getattr(parsed, name) for name in type(parsed).model_fields}
 
 
-class _BadArguments(Exception):
+def json_arguments(name: str, raw: str) -> dict[str, Any]:
+    """The JSON object a model gave as tool ``name``'s arguments (empty text: ``{}``);
+    :class:`BadArguments`, whose text tells the model what to fix, when it is not one."""
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except (ValueError, RecursionError) as exc:
+        # JSONDecodeError is a ValueError; so is a number too long to convert, and
+        # absurd nesting raises RecursionError: all are the model's mistake to correct.
+        reason = (
+            f"{exc.msg} at position {exc.pos}"
+            if isinstance(exc, json.JSONDecodeError)
+            else ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200])
+        )
+        raise BadArguments(
+            f"Error: the arguments for {name!r} are not valid JSON ({reason}). "
+            "Call it again with a JSON object matching its schema."
+        ) from None
+    if not isinstance(data, dict):
+        raise BadArguments(
+            f"Error: the arguments for {name!r} must be a JSON object, "
+            f"got {type(data).__name__}. Call it again with a JSON object."
+        )
+    return data
+
+
+class BadArguments(Exception):
     pass
 
 

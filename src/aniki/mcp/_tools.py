@@ -3,7 +3,6 @@ server."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,10 +14,10 @@ from mcp import types
 
 from ..context import Context
 from ..messages import Message, ToolCall
-from ..tools import Tool
+from ..tools import BadArguments, Tool, json_arguments
 from ._errors import MCPServerError
 
-__all__ = ["MCPTool", "build_tools", "parse_arguments"]
+__all__ = ["MCPTool", "build_tools"]
 
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 """What a tool name may not hold at OpenAI or Anthropic (MCP also allows ``.`` and ``/``)."""
@@ -53,32 +52,11 @@ class MCPTool(Tool):
     async def invoke(self, call: ToolCall, context: Context) -> Message:
         """Call the server and return the ``tool`` message answering ``call``; never raises
         (but cancels)."""
-        arguments = parse_arguments(self.name, call.arguments)
-        if isinstance(arguments, str):
-            return Message("tool", arguments, tool_call_id=call.id)
+        try:
+            arguments = json_arguments(self.name, call.arguments)
+        except BadArguments as bad:
+            return Message("tool", str(bad), tool_call_id=call.id)
         return await self.server._reply(call, self.remote_name, arguments)
-
-
-def parse_arguments(name: str, raw: str) -> dict[str, Any] | str:
-    """The JSON object ``raw`` holds, or the text telling the model what is wrong with it."""
-    try:
-        data = json.loads(raw) if raw.strip() else {}
-    except (ValueError, RecursionError) as exc:
-        reason = (
-            f"{exc.msg} at position {exc.pos}"
-            if isinstance(exc, json.JSONDecodeError)
-            else ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200])
-        )
-        return (
-            f"Error: the arguments for {name!r} are not valid JSON ({reason}). "
-            "Call it again with a JSON object matching its schema."
-        )
-    if not isinstance(data, dict):
-        return (
-            f"Error: the arguments for {name!r} must be a JSON object, "
-            f"got {type(data).__name__}. Call it again with a JSON object."
-        )
-    return data
 
 
 def build_tools(

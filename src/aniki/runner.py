@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-from ._run import approvals, background, observe, session_io
+from ._run import background, observe, session_io
 from ._run.deadline import Deadline
 from ._run.loop import (
     Outcome,
@@ -160,6 +160,8 @@ class Runner:
             if outcome.pending:
                 outcome.history = await session_io.append_then_read(plan.session, outcome.pending)
             if outcome.held is not None:
+                from ._run import approvals
+
                 await approvals.hold(plan.session, outcome.held)
             return await _result(plan, outcome)
 
@@ -298,6 +300,8 @@ async def _resume(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) ->
     """Decide the held calls, store their turn, and let the model go on."""
     await prepare(plan)
     session_id = str(plan.session.id)
+    from ._run import approvals  # only a resume needs it
+
     turn = await approvals.load(plan.session)
     if turn is None:
         raise UserError(f"no tool call awaits approval in session {session_id!r}")

@@ -38,8 +38,7 @@ from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, merge_settings
 from ..reports import ReportBuilder
 from ..usage import Usage
-from . import approvals, observe, session_io
-from .approvals import HeldTurn
+from . import observe, session_io
 from .model_stream import stream_response
 from .subagents import CURRENT_PLAN, handed_off, handoff_answer, handoff_definition, handoff_targets
 from .workers import SETUP
@@ -47,6 +46,7 @@ from .workers import SETUP
 if TYPE_CHECKING:
     from ..agent import Agent, Middleware
     from ..tools import Tool
+    from .approvals import HeldTurn
 
 __all__ = [
     "Outcome",
@@ -190,9 +190,13 @@ async def _turns(plan: RunPlan, outcome: Outcome) -> Outcome:
                 if (found := plan.tools.get(call.name)) is not None and found.requires_approval
             ]
             if awaiting:
+                from . import approvals  # only a run that holds a call needs it
+
                 others = [call for call in assistant.tool_calls if call not in awaiting]
                 done = await run_tools(plan, others)
-                outcome.held = HeldTurn(plan.agent.name, assistant, tuple(done), tuple(awaiting))
+                outcome.held = approvals.HeldTurn(
+                    plan.agent.name, assistant, tuple(done), tuple(awaiting)
+                )
                 if not plan.streaming:  # a stream keeps it with its messages, at the end
                     await approvals.hold(plan.session, outcome.held)
                 return outcome

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ._stamps import stamp, stamp_one
 from .errors import UserError
-from .messages import Message, MessageLike, stamp, stamp_one, to_message, to_messages
+from .messages import Message, MessageLike, to_message, to_messages
 
 __all__ = ["Memory"]
 

@@ -9,13 +9,13 @@ naming the field and the rule.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Literal, TypeAlias, get_args
 
 from ._checks import check_text, keys_shown, shown
+from ._stamps import check_call, check_time, parse_time
 from .errors import ValidationError
 from .parts import MAX_ATTACHMENT_BYTES, MEDIA_TYPES, Attachment, AttachmentKind, Reasoning
 from .usage import Usage
@@ -195,9 +195,9 @@ class Message:
         if self.id is not None and not check_text(self.id, "id", field="id"):
             raise ValidationError("id must not be empty (or None before it is stored)", field="id")
         if self.created_at is not None:
-            _check_time(self)
+            check_time(self)
         if self.model is not None or self.usage is not None:
-            _check_call(self)
+            check_call(self)
 
     @classmethod
     def _text(
@@ -315,53 +315,6 @@ _set_model = Message.__dict__["model"].__set__
 _set_usage = Message.__dict__["usage"].__set__
 
 
-def parse_time(text: str) -> datetime:
-    """``created_at`` from its ISO 8601 text; ``ValidationError`` when it is not a time with
-    a UTC offset."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValidationError(
-            f"created_at must be an ISO 8601 time such as '2026-12-04T09:30:00+00:00', "
-            f"got {shown(text)}",
-            field="created_at",
-        ) from None
-    if moment.tzinfo is None:
-        raise ValidationError(
-            f"created_at must carry a UTC offset (+00:00), got {shown(text)}", field="created_at"
-        )
-    return moment
-
-
-def _check_time(message: Message) -> None:
-    moment = message.created_at
-    if not isinstance(moment, datetime):
-        raise ValidationError(
-            f"created_at must be a datetime or None, got {type(moment).__name__}",
-            field="created_at",
-        )
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValidationError(
-            "created_at must be an aware datetime (use datetime.now(timezone.utc)), "
-            "not a naive one",
-            field="created_at",
-        )
-
-
-def _check_call(message: Message) -> None:
-    if message.role != "assistant":
-        raise ValidationError(
-            f"model and usage are only kept on assistant messages, not on a {message.role} message",
-            field="model" if message.model is not None else "usage",
-        )
-    if message.model is not None and not check_text(message.model, "model", field="model"):
-        raise ValidationError("model must not be empty (or None)", field="model")
-    if message.usage is not None and not isinstance(message.usage, Usage):
-        raise ValidationError(
-            f"usage must be a Usage or None, got {type(message.usage).__name__}", field="usage"
-        )
-
-
 def _coerce_parts(message: Message, name: str, kind: type[Any], what: str) -> tuple[Any, ...]:
     """``message.<name>`` as a tuple of ``kind`` (mappings converted with ``from_dict``),
     set on the message; a ``ValidationError`` when it is not a sequence of ``what``."""
@@ -405,30 +358,3 @@ def to_messages(messages: Iterable[MessageLike]) -> list[Message]:
             "use add_message() for a single message"
         )
     return [to_message(message) for message in messages]
-
-
-def stamp(batch: list[Message], *, keep: bool = False) -> list[Message]:
-    """``batch`` as a store keeps it: copies carrying a new :attr:`Message.id` each (16 hex
-    digits, random) and the time now (UTC) as :attr:`Message.created_at`.
-
-    An append always assigns both. With ``keep`` (a history imported or rewritten whole),
-    a message that has an id keeps its id and time, and only the others are stamped.
-    """
-    if not batch:
-        return batch
-    now = datetime.now(timezone.utc)
-    digits = os.urandom(8 * len(batch)).hex()
-    return [
-        message
-        if keep and message.id is not None and message.created_at is not None
-        else message._stored(
-            message.id if keep and message.id is not None else digits[16 * n : 16 * n + 16],
-            message.created_at if keep and message.created_at is not None else now,
-        )
-        for n, message in enumerate(batch)
-    ]
-
-
-def stamp_one(message: Message) -> Message:
-    """One message as a store appends it (see :func:`stamp`)."""
-    return message._stored(os.urandom(8).hex(), datetime.now(timezone.utc))

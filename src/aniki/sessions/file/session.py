@@ -39,8 +39,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from ..._stamps import stamp
 from ...errors import CorruptStoreError, StoreUnavailableError
-from ...messages import Message, MessageLike, stamp
+from ...messages import Message, MessageLike
 from .._codec import (
     Durability,
     check_durability,

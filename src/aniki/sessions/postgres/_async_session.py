@@ -11,7 +11,8 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ...messages import Message, MessageLike, stamp, stamp_one, to_message
+from ..._stamps import stamp, stamp_one
+from ...messages import Message, MessageLike, to_message
 from .._codec import check_limit, to_messages
 from .._edits import fork_target
 from ..base import SessionInfo

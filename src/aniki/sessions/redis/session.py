@@ -15,8 +15,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..._aio import within
+from ..._stamps import stamp, stamp_one
 from ...errors import UserError
-from ...messages import Message, MessageLike, stamp, stamp_one, to_message
+from ...messages import Message, MessageLike, to_message
 from .._codec import check_limit, to_messages
 from .._edits import fork_target
 from ..base import SessionInfo

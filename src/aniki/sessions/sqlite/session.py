@@ -39,8 +39,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..._stamps import stamp, stamp_one
 from ...errors import CorruptStoreError, UserError
-from ...messages import Message, MessageLike, stamp, stamp_one, to_message
+from ...messages import Message, MessageLike, to_message
 from .._codec import (
     Durability,
     check_durability,

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from aniki import Message, StoreUnavailableError, UserError
-from aniki.messages import stamp
+from aniki._stamps import stamp
 from aniki.sessions._codec import encode_message
 from aniki.sessions.postgres import PostgresSession
 from aniki.sessions.postgres import _sql as _postgres_sql

@@ -12,6 +12,7 @@ from ..memory import Memory
 from ..messages import Message, MessageLike
 from ._codec import check_meta_key, check_session_id, encode_meta
 from ._edits import FORK_SKIPPED_META, fork_target, forked_count
+from ._pages import Page, window
 
 __all__ = ["InMemorySession", "meta_json"]
 
@@ -67,6 +68,12 @@ class InMemorySession:
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
         return self._memory.get_messages(limit)
+
+    def _page(self, start: int, limit: int) -> Page:
+        """Messages ``start`` to ``start + limit``, as :func:`~aniki.sessions._pages.read_page`."""
+        history = self._memory.get_messages()
+        first, stop = window(start, limit, len(history))
+        return Page(len(history), first, history[first:stop])
 
     def clear(self) -> None:
         """Delete the history and any derived state (such as a stored summary)."""

@@ -56,8 +56,9 @@ from .._codec import (
     to_messages,
 )
 from .._fork import count as fork_count
+from .._pages import Page
 from ..memory import meta_json
-from . import _edits
+from . import _edits, _pages
 from ._format import (
     DATA_SUFFIX,
     HEADER_READ,
@@ -151,6 +152,7 @@ class FileSession:
         self._offset = 0
         self._start = 0  # the header's length, once this instance has checked it
         self._inode: tuple[int, int] | None = None  # (device, inode) of the file cached
+        self._lines: _pages.LineIndex | None = None  # where each line starts, for _page
 
     @property
     def id(self) -> str:
@@ -213,6 +215,14 @@ class FileSession:
         if self._snapshot is None:
             self._snapshot = tuple(self._cache)
         return self._snapshot
+
+    def _page(self, start: int, limit: int) -> Page:
+        """Messages ``start`` to ``start + limit`` under the shared lock (see
+        :func:`aniki.sessions._pages.read_page`), through an index of the file's lines kept
+        on this instance (see :mod:`aniki.sessions.file._pages`)."""
+        return self._using(
+            lambda fd: _pages.read_page(self, fd, start, limit), create=False, exclusive=False
+        )
 
     def clear(self) -> None:
         """Delete the history and its derived state; other instances see it on their next read."""

@@ -33,9 +33,10 @@ from .._codec import (
     encode_meta,
 )
 from .._history_cache import HistoryCache, unfused
+from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
-from . import _edits
+from . import _edits, _pages
 from ._flow import Flow, Query
 from ._sql import check_table, statements
 
@@ -251,6 +252,10 @@ class PostgresCore:
         if removed:
             self._cache.reset()  # the session's generation changed: the next read starts over
         return removed
+
+    def page(self, start: int, limit: int) -> Flow[Page]:
+        """Messages ``start`` to ``start + limit`` in one statement; caches nothing."""
+        return _pages.page(self._sql, self.id, start, limit, store=self.store)
 
     def list_sessions(self) -> Flow[list[SessionInfo]]:
         rows = yield Query(self._sql.list_sessions, alone=True)

@@ -20,6 +20,7 @@ from ..._stamps import stamp, stamp_one
 from ...messages import Message, MessageLike, to_message
 from .._codec import check_limit, to_messages
 from .._edits import fork_target
+from .._pages import Page
 from ..base import SessionInfo
 from ._async_session import AsyncPostgresSession
 from ._base import DEFAULT_TABLE, PostgresBase, sets_connect_timeout
@@ -99,6 +100,11 @@ class PostgresSession(PostgresBase):
         # add_messages then get_messages, usually in one statement (see aniki._run.session_io).
         checked, batch = check_limit(limit), stamp(messages)
         return self._run(lambda: self._core.append_then_read(batch, checked))
+
+    def _page(self, start: int, limit: int) -> Page:
+        """Messages ``start`` to ``start + limit`` in one statement (see
+        :func:`aniki.sessions._pages.read_page`); reads only those rows, caches nothing."""
+        return self._run(lambda: self._core.page(start, limit), read=True)
 
     def clear(self) -> None:
         """Delete the history and the session's derived state."""

@@ -20,8 +20,10 @@ from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
 from .._codec import check_limit, to_messages
 from .._edits import fork_target
+from .._pages import Page
 from ..base import SessionInfo
 from . import _edits as edits
+from . import _pages as pages
 from ._client import (
     BOUNDS,
     DEFAULT_URL,
@@ -118,6 +120,11 @@ class RedisSession:
     ) -> tuple[Message, ...]:
         # add_messages then get_messages in one round trip (see aniki._run.session_io).
         return self._run(self._core.append_then_read(stamp(messages), check_limit(limit)))
+
+    def _page(self, start: int, limit: int) -> Page:
+        """Messages ``start`` to ``start + limit`` in one script (see
+        :func:`aniki.sessions._pages.read_page`); reads only those records, caches nothing."""
+        return self._run(pages.page(self._core, start, limit))
 
     def clear(self) -> None:
         """Delete the history and the session's derived state."""

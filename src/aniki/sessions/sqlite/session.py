@@ -57,10 +57,12 @@ from .._codec import (
     to_messages,
 )
 from .._edits import fork_target
+from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
 from ._db import Database, database_for
 from ._edits import fork_rows, undo_rows
+from ._pages import read_page
 
 __all__ = ["SQLiteSession", "SQLiteStore"]
 
@@ -205,6 +207,11 @@ class SQLiteSession:
             if self._snapshot is None:
                 self._snapshot = tuple(self._cache)
             return self._snapshot
+
+    def _page(self, start: int, limit: int) -> Page:
+        """Messages ``start`` to ``start + limit`` in one read transaction (see
+        :func:`aniki.sessions._pages.read_page`); reads only those rows, caches nothing."""
+        return read_page(self._database, self._id, start, limit)
 
     def clear(self) -> None:
         """Delete the history and its derived state; other instances see it on their next read."""

@@ -1,4 +1,4 @@
-"""The ``aniki`` command: ``chat``, ``sessions`` and ``demo``.
+"""The ``aniki`` command: ``chat``, ``sessions``, ``demo`` and ``inspect``.
 
 It needs the ``cli`` extra (click and rich): ``pip install 'aniki-sdk[cli]'``.
 """

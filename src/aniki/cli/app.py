@@ -7,6 +7,7 @@ import click
 from .. import __version__
 from .chat import chat
 from .demo import demo
+from .inspect_cmd import inspect_command
 from .sessions_cmd import sessions
 
 __all__ = ["cli"]
@@ -25,4 +26,5 @@ def cli() -> None:
 
 cli.add_command(chat)
 cli.add_command(demo)
+cli.add_command(inspect_command)
 cli.add_command(sessions)

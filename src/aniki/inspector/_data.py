@@ -1,0 +1,282 @@
+"""What the inspector reads from a store: sessions, pages of messages, model calls, costs.
+
+Everything here only reads. All store access goes through one :class:`StoreReader`, whose
+methods run on one worker thread (see :mod:`aniki.inspector._app`), so a store object is
+never used by two threads at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UserError
+from ..messages import Message
+from ..reports import ContextReport
+from ..sessions._pages import Page, read_page
+from ..sessions.base import SessionInfo
+
+__all__ = [
+    "CallView",
+    "Costs",
+    "StoreReader",
+    "TurnCost",
+]
+
+_SCAN_PAGE = 2000
+"""Messages read at a time when a whole session is scanned (costs, search, export)."""
+
+
+@dataclass(slots=True)
+class TurnCost:
+    """What one turn (a user message and the model calls answering it) was billed."""
+
+    turn: int
+    """The turn's number, from 1."""
+    index: int
+    """The index of the turn's first message in the history."""
+    calls: int = 0
+    """Model calls made in the turn."""
+    sent: int = 0
+    """Input tokens: as the provider billed them, else the estimate of the call's report."""
+    cached: int = 0
+    """Of :attr:`sent`, the tokens the provider served from its prompt cache."""
+    estimated: int = 0
+    """Calls whose provider reported no usage (their :attr:`sent` share is an estimate)."""
+
+
+@dataclass(slots=True)
+class Costs:
+    """A session's model calls, turn by turn, as far as it has been read."""
+
+    turns: list[TurnCost] = field(default_factory=list)
+    read: int = 0
+    """How many messages were read into :attr:`turns`."""
+    last_id: str | None = None
+    """The id of the last message read, to notice a history that was edited since."""
+
+    @property
+    def sent(self) -> int:
+        """Input tokens over the whole conversation."""
+        return sum(turn.sent for turn in self.turns)
+
+    @property
+    def cached(self) -> int:
+        """Cached input tokens over the whole conversation."""
+        return sum(turn.cached for turn in self.turns)
+
+    @property
+    def calls(self) -> int:
+        """Model calls over the whole conversation."""
+        return sum(turn.calls for turn in self.turns)
+
+    def add(self, index: int, message: Message) -> None:
+        """Count ``message``, the history's message at ``index``."""
+        if message.role == "user" or not self.turns:
+            self.turns.append(TurnCost(len(self.turns) + 1, index))
+        if message.role != "assistant":
+            return
+        usage, report = message.usage, message.context
+        if usage is None and report is None:
+            return  # not written by a model call this process saw (an import, say)
+        turn = self.turns[-1]
+        turn.calls += 1
+        if usage is not None and usage.input_tokens:
+            turn.sent += usage.input_tokens
+            turn.cached += usage.cache_read_tokens
+        elif report is not None:
+            turn.sent += report.tokens.total
+            turn.estimated += 1
+        else:
+            turn.estimated += 1
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """One model call: the assistant message it produced and what the request held."""
+
+    index: int
+    """The index of the assistant message the call produced."""
+    message: Message
+    report: ContextReport
+    window_start: int
+    """The index of the first stored message sent verbatim."""
+    summarized: int
+    """How many of the oldest messages a summary stood for (``history[:summarized]``)."""
+    summary: str | None
+    """The summary's text, when the stored summary is the one this call was sent."""
+    summary_replaced: bool
+    """Whether a summary was sent but the store now holds a later one."""
+
+    @property
+    def left_out(self) -> int:
+        """Messages neither sent nor summarized: those before the window's cut."""
+        return max(0, self.window_start - self.summarized)
+
+
+class StoreReader:
+    """Read-only access to the store at one URL."""
+
+    def __init__(self, url: str) -> None:
+        from ..cli._stores import absent, check_store_url
+        from ..sessions.store import open_store
+
+        self.url = check_store_url(url)
+        if absent(self.url):
+            raise UserError(
+                f"there is no store at {_shown(self.url)}: check the path "
+                "(an absolute path needs four slashes, as in sqlite:////var/chats.db)"
+            )
+        _refuse_empty(self.url)
+        self._store: Any = open_store(self.url)
+        self._costs: dict[str, Costs] = {}
+
+    def close(self) -> None:
+        """Close the store's connections."""
+        self._store.close()
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session of the store, by id."""
+        infos: list[SessionInfo] = self._store.list_sessions()
+        return sorted(infos, key=lambda info: info.id)
+
+    def page(self, session_id: str, start: int, limit: int) -> Page:
+        """Messages ``start`` to ``start + limit`` of a session (``start < 0``: from the end)."""
+        return read_page(self._session(session_id), start, limit)
+
+    def call(self, session_id: str, index: int) -> CallView | None:
+        """The model call whose reply is message ``index``; ``None`` when that message is not
+        an assistant message with a kept report."""
+        page = self.page(session_id, index, 1)
+        if not page.messages:
+            return None
+        message = page.messages[0]
+        report = message.context
+        if message.role != "assistant" or report is None:
+            return None
+        start = max(0, index - report.sent_messages)
+        summary_text: str | None = None
+        replaced = False
+        if report.summarized_messages:
+            stored = self._summary(session_id)
+            if stored is not None and stored[1] == report.summarized_messages:
+                summary_text = stored[0]
+            else:
+                replaced = True
+        return CallView(
+            index, message, report, start, report.summarized_messages, summary_text, replaced
+        )
+
+    def costs(self, session_id: str) -> Costs:
+        """The session's turns and what each was billed; reads only what was appended since
+        the last call (the whole history again when it was edited)."""
+        costs = self._costs.get(session_id)
+        session = self._session(session_id)
+        if costs is not None and costs.read:
+            check = read_page(session, costs.read - 1, 1)
+            if check.total < costs.read or check.messages[0].id != costs.last_id:
+                costs = None  # cleared, undone or replaced since
+        if costs is None:
+            costs = Costs()
+        for index, message in _scan(session, costs.read):
+            costs.add(index, message)
+            costs.read, costs.last_id = index + 1, message.id
+        if len(self._costs) > 64:
+            self._costs.clear()
+        self._costs[session_id] = costs
+        return costs
+
+    def search(
+        self, session_id: str, text: str, limit: int
+    ) -> tuple[list[tuple[int, Message]], bool]:
+        """The first ``limit`` messages whose text, tool calls or tool results hold ``text``
+        (any case), with their indexes, and whether there were more."""
+        needle = text.casefold()
+        found: list[tuple[int, Message]] = []
+        for index, message in _scan(self._session(session_id), 0):
+            haystack = message.content + "".join(
+                call.name + call.arguments for call in message.tool_calls
+            )
+            if needle in haystack.casefold():
+                if len(found) == limit:
+                    return found, True
+                found.append((index, message))
+        return found, False
+
+    def export(self, session_id: str) -> Iterator[Message]:
+        """Every message of a session, a page at a time."""
+        for _, message in _scan(self._session(session_id), 0):
+            yield message
+
+    def _summary(self, session_id: str) -> tuple[str, int] | None:
+        """The stored summary's text and how many messages it covers."""
+        from ..sessions.policies._summary import SUMMARY_KEY, Summary
+
+        get_meta = getattr(self._session(session_id), "get_meta", None)
+        if not callable(get_meta):
+            return None
+        summary = Summary.from_record(get_meta(SUMMARY_KEY))
+        return None if summary is None else (summary.text, summary.covered)
+
+    def _session(self, session_id: str) -> Any:
+        return self._store.session(session_id)
+
+
+def _scan(session: Any, start: int) -> Iterator[tuple[int, Message]]:
+    """``(index, message)`` for the history from ``start`` on, a page at a time."""
+    while True:
+        page = read_page(session, start, _SCAN_PAGE)
+        for offset, message in enumerate(page.messages):
+            yield page.start + offset, message
+        start = page.start + len(page.messages)
+        if not page.messages or start >= page.total:
+            return
+
+
+def _refuse_empty(url: str) -> None:
+    """A :class:`UserError` for a SQLite file or a PostgreSQL database without aniki's
+    tables: opening it as a store would create them, and the inspector only reads."""
+    scheme, _, rest = url.partition(":")
+    scheme = scheme.lower()
+    if scheme == "sqlite" and rest.startswith("///"):
+        import sqlite3
+        from pathlib import Path
+        from urllib.parse import unquote
+
+        path = Path(unquote(rest[3:].partition("?")[0]))
+        try:
+            with contextlib.closing(
+                sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+            ) as conn:
+                found = conn.execute(_SQLITE_TABLE).fetchone()
+        except sqlite3.Error:
+            return  # not a database: opening it says what is wrong, writing nothing
+        if found is None:
+            raise UserError(
+                f"{path} holds no aniki sessions (it has no aniki tables); the inspector "
+                "only reads, so it does not create them"
+            )
+    elif scheme in ("postgresql", "postgres"):
+        try:
+            import psycopg
+
+            with psycopg.connect(url, connect_timeout=5) as conn:
+                row = conn.execute("SELECT to_regclass('aniki_messages')").fetchone()
+        except Exception:  # opening the store reports it, with the password hidden
+            return
+        if row is None or row[0] is None:
+            raise UserError(
+                f"the database at {_shown(url)} holds no aniki sessions (it has no "
+                "aniki_messages table); the inspector only reads, so it does not create it"
+            )
+
+
+_SQLITE_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'aniki_messages'"
+
+
+def _shown(url: str) -> str:
+    from ..sessions._codec import redact
+
+    return redact(url)

@@ -1,5 +1,6 @@
 """The metadata of a stored message: ``id`` and ``created_at`` as a store stamps them, and
-the checks of them and of ``model`` and ``usage`` that :class:`~aniki.Message` runs."""
+the checks of them and of ``model``, ``usage`` and ``context`` that :class:`~aniki.Message`
+runs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from ._checks import check_text, shown
+from ._report_record import check_report
 from .errors import ValidationError
 from .usage import Usage
 
@@ -52,9 +54,13 @@ def check_time(message: Message) -> None:
 
 def check_call(message: Message) -> None:
     if message.role != "assistant":
+        given = [
+            name for name in ("model", "usage", "context") if getattr(message, name) is not None
+        ]
         raise ValidationError(
-            f"model and usage are only kept on assistant messages, not on a {message.role} message",
-            field="model" if message.model is not None else "usage",
+            f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} only kept on assistant "
+            f"messages (what a model call produced), not on a {message.role} message",
+            field=given[0],
         )
     if message.model is not None and not check_text(message.model, "model", field="model"):
         raise ValidationError("model must not be empty (or None)", field="model")
@@ -62,6 +68,8 @@ def check_call(message: Message) -> None:
         raise ValidationError(
             f"usage must be a Usage or None, got {type(message.usage).__name__}", field="usage"
         )
+    if message.context is not None:
+        check_report(message.context, message.usage)
 
 
 def stamp(batch: list[Message], *, keep: bool = False) -> list[Message]:

@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import Any, Literal, TypeAlias, get_args
 
 from ._checks import check_text, keys_shown, shown
+from ._report_record import report_from_record, report_record
 from ._stamps import check_call, check_time, parse_time
 from .errors import ValidationError
 from .parts import MAX_ATTACHMENT_BYTES, MEDIA_TYPES, Attachment, AttachmentKind, Reasoning
+from .reports import ContextReport
 from .usage import Usage
 
 __all__ = [
@@ -49,6 +51,7 @@ _MESSAGE_KEYS = frozenset(
         "created_at",
         "model",
         "usage",
+        "context",
     }
 )
 _TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
@@ -119,7 +122,8 @@ class Message:
 
     Equality compares what was said (role, content, tool calls, ``tool_call_id``,
     attachments, reasoning), not the metadata a store or the Runner adds (``id``,
-    ``created_at``, ``model``, ``usage``): a message read back equals the one stored.
+    ``created_at``, ``model``, ``usage``, ``context``): a message read back equals the one
+    stored.
     """
 
     role: Role
@@ -143,6 +147,10 @@ class Message:
     """On an assistant message the Runner stored: the model that wrote it."""
     usage: Usage | None = field(default=None, kw_only=True, compare=False, repr=False)
     """On an assistant message the Runner stored: what the call that wrote it cost."""
+    context: ContextReport | None = field(default=None, kw_only=True, compare=False, repr=False)
+    """On an assistant message the Runner stored: the report of the call that wrote it,
+    what that call was sent (see :class:`~aniki.ContextReport`). Its ``usage`` is
+    :attr:`usage`, kept once."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or self.role not in ROLES:
@@ -196,7 +204,7 @@ class Message:
             raise ValidationError("id must not be empty (or None before it is stored)", field="id")
         if self.created_at is not None:
             check_time(self)
-        if self.model is not None or self.usage is not None:
+        if self.model is not None or self.usage is not None or self.context is not None:
             check_call(self)
 
     @classmethod
@@ -208,10 +216,12 @@ class Message:
         created_at: datetime | None = None,
         model: str | None = None,
         usage: Usage | None = None,
+        context: ContextReport | None = None,
     ) -> Message:
         """A system, user or assistant message with text only, from values the caller has
         checked (``role`` one of those three; ``content`` a non-empty ``str`` that encodes
-        as UTF-8; the metadata valid, ``model`` and ``usage`` only on an assistant message).
+        as UTF-8; the metadata valid, ``model``, ``usage`` and ``context`` only on an
+        assistant message, ``context.usage`` being ``usage``).
         Skips ``__post_init__``, which costs more than the rest of reading a stored message;
         stores use it on records they have just checked."""
         message = object.__new__(cls)
@@ -225,6 +235,7 @@ class Message:
         _set_created_at(message, created_at)
         _set_model(message, model)
         _set_usage(message, usage)
+        _set_context(message, context)
         return message
 
     def _stored(self, id: str, created_at: datetime) -> Message:
@@ -241,14 +252,16 @@ class Message:
         _set_created_at(message, created_at)
         _set_model(message, self.model)
         _set_usage(message, self.usage)
+        _set_context(message, self.context)
         return message
 
     def to_dict(self) -> dict[str, Any]:
         """The message as a JSON-safe dict; :meth:`from_dict` gives back an equal message.
 
         Keys with their default value (no tool calls, no ``tool_call_id``, no attachments, no
-        reasoning, no metadata) are left out; attachment bytes are base64 text and
-        ``created_at`` is ISO 8601 text.
+        reasoning, no metadata) are left out; attachment bytes are base64 text,
+        ``created_at`` is ISO 8601 text, and ``context`` leaves out its ``usage`` (the
+        message's own ``usage``, which :meth:`from_dict` puts back).
         """
         data: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
@@ -267,6 +280,8 @@ class Message:
             data["model"] = self.model
         if self.usage is not None:
             data["usage"] = self.usage.to_dict()
+        if self.context is not None:
+            data["context"] = report_record(self.context)
         return data
 
     @classmethod
@@ -288,7 +303,11 @@ class Message:
         calls, attachments, reasoning = (
             data.get(key) for key in ("tool_calls", "attachments", "reasoning")
         )
-        created_at, usage = data.get("created_at"), data.get("usage")
+        created_at, usage, context = (data.get(key) for key in ("created_at", "usage", "context"))
+        if isinstance(usage, Mapping):
+            usage = Usage.from_dict(usage)
+        if context is not None and not isinstance(context, ContextReport):
+            context = report_from_record(context, usage if isinstance(usage, Usage) else None)
         return cls(
             role=data["role"],
             content=data.get("content", ""),
@@ -299,7 +318,8 @@ class Message:
             id=data.get("id"),
             created_at=parse_time(created_at) if isinstance(created_at, str) else created_at,
             model=data.get("model"),
-            usage=Usage.from_dict(usage) if isinstance(usage, Mapping) else usage,
+            usage=usage,
+            context=context,
         )
 
 
@@ -313,6 +333,7 @@ _set_id = Message.__dict__["id"].__set__
 _set_created_at = Message.__dict__["created_at"].__set__
 _set_model = Message.__dict__["model"].__set__
 _set_usage = Message.__dict__["usage"].__set__
+_set_context = Message.__dict__["context"].__set__
 
 
 def _coerce_parts(message: Message, name: str, kind: type[Any], what: str) -> tuple[Any, ...]:

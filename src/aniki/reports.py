@@ -5,6 +5,11 @@ DEBUG line per call on the logger ``aniki.context``. Token figures are estimates
 the history policy's counter when it has one, else with
 :func:`~aniki.tokens.counter_for_model` for the agent's model; what the provider billed is in
 :attr:`ContextReport.usage`.
+
+Each report is also kept on the assistant message its call produced
+(:attr:`~aniki.Message.context`), so a store keeps it with the conversation (its stored form
+is in :mod:`aniki._report_record`). So that :mod:`aniki.messages` can import this module,
+it imports no message or token code when it is loaded.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ import weakref
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .messages import Message
-from .providers.base import ToolDefinition
-from .tokens import TokenCounter, counter_for_model
 from .usage import Usage
+
+if TYPE_CHECKING:  # at run time these import aniki.messages, which imports this module
+    from .messages import Message
+    from .providers.base import ToolDefinition
+    from .tokens import TokenCounter
 
 __all__ = ["ContextReport", "ContextTokens"]
 
@@ -251,6 +258,8 @@ _COUNTERS: dict[str, TokenCounter] = {}
 def _counter(model: str) -> TokenCounter:
     counter = _COUNTERS.get(model)
     if counter is None:
+        from .tokens import counter_for_model  # see the imports at the top
+
         if len(_COUNTERS) > 64:  # a process that names many models keeps a few counters
             _COUNTERS.clear()
         counter = _COUNTERS[model] = counter_for_model(model)

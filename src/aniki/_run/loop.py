@@ -15,6 +15,7 @@ between the two can never leave a tool call unanswered in the stored history.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from ..events import (
 )
 from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, merge_settings
-from ..reports import ReportBuilder
+from ..reports import ContextReport, ReportBuilder
 from ..usage import Usage
 from . import observe, session_io
 from .model_stream import stream_response
@@ -182,7 +183,7 @@ async def _turns(plan: RunPlan, outcome: Outcome) -> Outcome:
             if response.usage is not None
             else Usage(requests=1, unreported_requests=1)  # not a measured zero
         )
-        assistant = _assistant_message(plan, response)
+        assistant = _with_report(_assistant_message(plan, response), reports.reports[-1])
         if assistant.tool_calls:
             awaiting = [
                 call
@@ -311,6 +312,14 @@ def _assistant_message(plan: RunPlan, response: ModelResponse) -> Message:
         return response.to_message(model=plan.agent.model)
     except MessageValidationError as exc:
         raise ProviderError(f"model {plan.agent.model!r} gave an unusable reply: {exc}") from exc
+
+
+def _with_report(assistant: Message, report: ContextReport) -> Message:
+    """``assistant`` keeping the report of the call that wrote it, so its store keeps it too."""
+    try:
+        return dataclasses.replace(assistant, context=report)
+    except MessageValidationError:  # a custom counter's odd figures (a negative count, say):
+        return assistant  # the reply stands without them; the run's result still has them
 
 
 def _middleware_chain(plan: RunPlan) -> CallNext:

@@ -96,8 +96,15 @@ def list_command(store: str | None) -> None:
 @sessions.command("show")
 @click.argument("session_id")
 @store_option
+@click.option(
+    "--context",
+    "with_context",
+    is_flag=True,
+    help="After each assistant message, what its model call was sent: messages, estimated "
+    "tokens, whether the prompt cache could serve it, and what the provider billed.",
+)
 @handle_errors
-def show_command(session_id: str, store: str | None) -> None:
+def show_command(session_id: str, store: str | None, with_context: bool) -> None:
     """Print a session's messages.
 
     SESSION_ID is an id in --store, or URL#ID to name another store.
@@ -105,7 +112,7 @@ def show_command(session_id: str, store: str | None) -> None:
     url, session_id = _reference(session_id, store or default_store_url())
     messages = _existing(url, session_id)
     for message in messages:
-        _print_message(message)
+        _print_message(message, with_context=with_context)
 
 
 @sessions.command("export")
@@ -301,7 +308,7 @@ def _existing(url: str, session_id: str) -> Sequence[Message]:
     return messages
 
 
-def _print_message(message: Message) -> None:
+def _print_message(message: Message, *, with_context: bool = False) -> None:
     colors = {"system": "magenta", "user": "cyan", "assistant": "green", "tool": "yellow"}
     label = f"[bold {colors[message.role]}]{message.role}[/]"
     if message.tool_call_id:
@@ -322,6 +329,11 @@ def _print_message(message: Message) -> None:
         console.print(f"  [dim]📎 {text(_described(part))}[/]")
     if message.reasoning:
         console.print(f"  [dim]({len(message.reasoning)} reasoning block(s) kept)[/]")
+    if with_context and message.context is not None:
+        sent = message.context.describe()
+        if message.model is not None:
+            sent = f"{message.model}: {sent}"
+        console.print(f"  [dim]context: {text(plain(sent, lines=False))}[/]")
     console.print()
 
 

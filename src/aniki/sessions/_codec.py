@@ -24,8 +24,10 @@ from datetime import datetime
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
+from .._report_record import report_from_record
 from ..errors import CorruptStoreError, UserError
 from ..messages import Message, to_messages
+from ..reports import ContextReport
 from ..usage import Usage
 
 __all__ = [
@@ -58,8 +60,8 @@ _USAGE_KEYS = frozenset(spec.name for spec in fields(Usage))
 SCHEMA_VERSION = 2
 """The layout version of stored data. Stores refuse data with a higher one, and stamp an
 older store with this one when they first write to it. Version 2: a record may hold
-``attachments`` and ``reasoning``, and the metadata ``id``, ``created_at``, ``model`` and
-``usage`` (all of which version 1 would read as damaged)."""
+``attachments`` and ``reasoning``, and the metadata ``id``, ``created_at``, ``model``,
+``usage`` and ``context`` (all of which version 1 would read as damaged)."""
 
 MAX_ID_LENGTH = 1024
 """The longest session id (in characters) any built-in store accepts."""
@@ -99,7 +101,26 @@ def encode_message(message: Message) -> str:
     if message.usage is not None:
         counts = ",".join(f'"{name}":{count}' for name, count in message.usage.to_dict().items())
         text += f',"usage":{{{counts}}}'
+    if message.context is not None:
+        text += f',"context":{_report_json(message.context)}'
     return text + "}"
+
+
+_JSON_FLAGS = {None: "null", True: "true", False: "false"}
+
+
+def _report_json(report: ContextReport) -> str:
+    """``report_record(report)`` as compact JSON text (its counts are plain ints, checked
+    when the message was made)."""
+    tokens = report.tokens
+    stored = "null" if report.stored_messages is None else report.stored_messages
+    return (
+        f'{{"stored_messages":{stored},"sent_messages":{report.sent_messages},'
+        f'"summarized_messages":{report.summarized_messages},"tokens":{{'
+        f'"instructions":{tokens.instructions},"tools":{tokens.tools},'
+        f'"summary":{tokens.summary},"history":{tokens.history}}},'
+        f'"prefix_kept":{_JSON_FLAGS[report.prefix_kept]}}}'
+    )
 
 
 def encode_batch(messages: Iterable[Message]) -> str:
@@ -162,10 +183,12 @@ def _from_data(data: Any, text: str | bytes, store: str) -> Message:
 
 
 def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None:
-    """The text message ``data`` holds (with its id, time, model and usage), or ``None``
-    when it holds anything else or anything odd: the full path then decides."""
+    """The text message ``data`` holds (with its id, time, model, usage and context), or
+    ``None`` when it holds anything else or anything odd: the full path then decides."""
     known = 2
-    ident, at, model, usage = (data.get(key) for key in ("id", "created_at", "model", "usage"))
+    ident, at, model, usage, context = (
+        data.get(key) for key in ("id", "created_at", "model", "usage", "context")
+    )
     if ident is not None:
         if type(ident) is not str or not ident or not (ident.isascii() or _encodes(ident)):
             return None
@@ -181,8 +204,8 @@ def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None
         if moment.tzinfo is None:
             return None
         known += 1
-    counted = None
-    if model is not None or usage is not None:
+    counted = report = None
+    if model is not None or usage is not None or context is not None:
         if role != "assistant":
             return None
         if model is not None:
@@ -196,9 +219,15 @@ def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None
                 return None
             counted = Usage(**usage)
             known += 1
+        if context is not None:
+            try:
+                report = report_from_record(context, counted)
+            except ValueError:  # a ValidationError: the full path words it
+                return None
+            known += 1
     if known != len(data):
         return None
-    return Message._text(role, content, ident, moment, model, counted)
+    return Message._text(role, content, ident, moment, model, counted, report)
 
 
 def _encodes(text: str) -> bool:

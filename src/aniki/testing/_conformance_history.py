@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from ..errors import UserError
 from ..messages import Message, ToolCall
+from ..reports import ContextReport, ContextTokens
 from ..usage import Usage
 from ._conformance_support import ConformanceBase, raises
 
@@ -18,6 +19,7 @@ _CLAIM_KEY = "aniki.summary.claim"  # a reader's claim on making a summary: neve
 
 def _turns() -> list[Message]:
     call = ToolCall(id="call_1", name="add", arguments='{"a": 1, "b": 2}')
+    cached = Usage(input_tokens=40, output_tokens=5, requests=1, cache_read_tokens=32)
     return [
         Message("user", "first question"),
         Message("assistant", "first answer", model="m-1", usage=Usage(input_tokens=9, requests=1)),
@@ -28,13 +30,21 @@ def _turns() -> list[Message]:
             "assistant",
             "second answer",
             model="m-2",
-            usage=Usage(input_tokens=40, output_tokens=5, requests=1, cache_read_tokens=32),
+            usage=cached,
+            context=ContextReport(
+                stored_messages=5,
+                sent_messages=5,
+                summarized_messages=0,
+                tokens=ContextTokens(instructions=12, tools=30, history=80),
+                prefix_kept=True,
+                usage=cached,
+            ),
         ),
     ]
 
 
 def _metadata(messages: list[Message]) -> list[tuple[Any, ...]]:
-    return [(m.id, m.created_at, m.model, m.usage) for m in messages]
+    return [(m.id, m.created_at, m.model, m.usage, m.context) for m in messages]
 
 
 class HistoryChecks(ConformanceBase):
@@ -49,6 +59,7 @@ class HistoryChecks(ConformanceBase):
     # --- ids and times ------------------------------------------------------------------
 
     def test_the_store_assigns_ids_and_times_and_keeps_model_and_usage(self) -> None:
+        """The store also keeps the ``context`` report an assistant message carries."""
         self._need(self.assigns_ids, "message ids")
         session_id = self.new_id()
         session = self.open(session_id)
@@ -64,7 +75,8 @@ class HistoryChecks(ConformanceBase):
         for message in stored:
             assert message.created_at is not None and message.created_at.utcoffset() is not None
             assert since <= message.created_at <= until
-        assert [(m.model, m.usage) for m in stored] == [(m.model, m.usage) for m in turns]
+        kept = [(m.model, m.usage, m.context) for m in stored]
+        assert kept == [(m.model, m.usage, m.context) for m in turns]
         if self.shares_history_across_instances:
             assert _metadata(self.read(self.open(session_id))) == _metadata(stored)
         # A message read back and added again is a new message, with an id of its own.

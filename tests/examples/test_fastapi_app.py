@@ -183,11 +183,13 @@ async def test_fifty_concurrent_conversations_each_keep_their_own_history(
             records = stored.json()
             ids_seen = {record.pop("id") for record in records}
             assert len(ids_seen) == len(records)  # every message has its own id
-            for record in records:
+            for index, record in enumerate(records):
                 assert record.pop("created_at")
                 if record["role"] == "assistant":  # the model that wrote it is kept
                     assert record.pop("model") == "scripted"
                     record.pop("usage", None)
+                    # and what its call was sent: every message before it
+                    assert record.pop("context")["sent_messages"] == index
             assert records == expected
         counts = {info["id"]: info["message_count"] for info in listed}
         assert {chat_id: counts.get(chat_id) for chat_id in ids} == dict.fromkeys(ids, 2 * TURNS)

@@ -341,6 +341,23 @@ def test_a_database_without_aniki_tables_is_refused_not_given_them(tmp_path: Pat
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+def test_an_encrypted_session_shows_its_sealed_records(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography", reason="EncryptedSession needs the encryption extra")
+    from cryptography.fernet import Fernet
+
+    from aniki.sessions import SQLiteSession
+    from aniki.sessions.encrypted import EncryptedSession
+
+    with SQLiteSession("sealed", tmp_path / "e.db") as inner:
+        EncryptedSession(inner, Fernet.generate_key()).add_message(
+            Message("user", "my card is 4111 1111")
+        )
+    with running(f"sqlite:///{tmp_path / 'e.db'}") as address:
+        html = page(address, "/session?id=sealed")
+    assert "4111" not in html and "aniki-enc:v2:" in html
+    assert "the page has no key" in html
+
+
 def test_passwords_in_the_store_url_are_never_shown() -> None:
     dsn = postgres_dsn()
     secret = "s3cret-" + uuid.uuid4().hex[:6]

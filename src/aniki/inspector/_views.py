@@ -76,6 +76,8 @@ class MessageView:
     """The kept context report in one line (assistant messages of a model call)."""
     window: tuple[int, int] | None
     """The indexes of the first and last stored message the call sent."""
+    sealed: bool
+    """Whether the content is an ``EncryptedSession`` record (the page has no key)."""
 
 
 def message_view(index: int, message: Message) -> MessageView:
@@ -117,7 +119,11 @@ def message_view(index: int, message: Message) -> MessageView:
         usage=None if message.usage is None else usage_line(message.usage),
         report=None if report is None else report_line(report),
         window=window,
+        sealed=message.content.startswith(_SEALED),
     )
+
+
+_SEALED = ("aniki-enc:v1:", "aniki-enc:v2:")  # aniki.sessions.encrypted's record prefixes
 
 
 def usage_line(usage: Usage) -> str:

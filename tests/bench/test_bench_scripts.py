@@ -79,3 +79,13 @@ def test_attachments_compares_each_store_with_and_without_images(tmp_path: Path)
         assert (store, "text only") in kinds, rows
         assert (store, "every 5th with 200 KB") in kinds, rows
     assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"
+
+
+def test_inspect_times_every_page_in_every_store(tmp_path: Path) -> None:
+    rows = _rows("bench_inspect.py", tmp_path)
+    pages = {(row[0], row[1]) for row in rows}
+    for store in ("sqlite", "file", "redis", "postgres"):
+        for name in ("sessions list", "conversation, last page", "tokens and cache"):
+            assert (store, name) in pages, (store, name, rows)
+    assert all(float(row[2]) > 0 and float(row[3]) > 0 for row in rows), rows
+    assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"

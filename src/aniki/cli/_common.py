@@ -53,8 +53,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # C0 and C1 control characters (terminal escape sequences start with one) and the bidi
 # controls that reorder what a terminal shows; tab and newline are kept where lines are.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_OR_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def plain(value: object, *, lines: bool = True) -> str:

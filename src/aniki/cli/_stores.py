@@ -21,6 +21,7 @@ __all__ = [
     "read_messages",
     "replace_messages",
     "split_reference",
+    "sqlite_path",
     "undo_session",
 ]
 
@@ -81,17 +82,26 @@ def absent(url: str) -> bool:
     command that only reads then finds nothing, and creates nothing."""
     from ..sessions.url import _file_path
 
+    database = sqlite_path(url)
+    if database is not None:
+        return not database.exists()
     scheme, _, rest = check_store_url(url).partition(":")
     rest = rest.partition("?")[0]
-    scheme = scheme.lower()
-    if scheme == "sqlite" and rest.startswith("///") and len(rest) > 3:
-        return not Path(unquote(rest[3:])).exists()
-    if scheme == "file":
+    if scheme.lower() == "file":
         try:
             return not Path(_file_path(url, rest)).exists()
         except UserError:
             return False  # opening it says what is wrong
     return False
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a ``sqlite:///PATH`` URL names; ``None`` for any other URL."""
+    scheme, _, rest = url.partition(":")
+    rest = rest.partition("?")[0]
+    if scheme.lower() != "sqlite" or not rest.startswith("///") or len(rest) == 3:
+        return None
+    return Path(unquote(rest[3:]))
 
 
 def read_messages(url: str, session_id: str) -> Sequence[Message]:

@@ -12,7 +12,6 @@ import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
-from functools import partial
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -32,9 +31,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..errors import AnikiError
 from ..sessions._codec import redact
+from ..sessions._pages import Page
 from ._chart import chart
 from ._data import StoreReader
-from ._views import message_view, report_line, shown, usage_line
+from ._views import INLINE_IMAGES, message_view, report_line, shown, usage_line
 
 __all__ = ["create_app"]
 
@@ -138,6 +138,10 @@ class _Inspector:
             raise HTTPException(503, "the store is not open (the inspector is stopping)")
         return await anyio.to_thread.run_sync(call, reader, limiter=self.limiter)
 
+    async def _page_of(self, session_id: str, start: int, limit: int) -> Page:
+        """:meth:`StoreReader.page` on the store's worker thread."""
+        return await self._read(lambda reader: reader.page(session_id, start, limit))
+
     def _page(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = self.templates.get_template(name).render(**values)
         return HTMLResponse(html, status_code=status)
@@ -171,7 +175,7 @@ class _Inspector:
             first = -size  # the last page
         else:
             first = _number(request, "start", 0)
-        page = await self._read(lambda reader: reader.page(session_id, first, size))
+        page = await self._page_of(session_id, first, size)
         if page.total == 0:
             return self._missing(session_id)
         views = [message_view(page.start + n, m) for n, m in enumerate(page.messages)]
@@ -199,7 +203,7 @@ class _Inspector:
         size = PAGE_SIZE
         first = max(view.window_start, _number(request, "start", view.window_start))
         limit = max(0, min(size, index - first))
-        page = await self._read(lambda reader: reader.page(session_id, first, limit))
+        page = await self._page_of(session_id, first, limit)
         views = [message_view(page.start + n, m) for n, m in enumerate(page.messages)]
         return self._page(
             "call.html",
@@ -257,7 +261,7 @@ class _Inspector:
         fmt = request.query_params.get("format", "jsonl")
         if fmt not in ("jsonl", "json"):
             raise HTTPException(400, f"unknown export format {fmt!r}: use jsonl or json")
-        first = await self._read(lambda reader: reader.page(session_id, 0, 1))
+        first = await self._page_of(session_id, 0, 1)
         if first.total == 0:
             return self._missing(session_id)
         name = _file_name(session_id, "session")
@@ -280,7 +284,7 @@ class _Inspector:
             yield json.dumps(head, ensure_ascii=False)[:-1] + ', "messages": [\n'
         start, count = 0, 0
         while True:
-            page = await self._read(partial(_read_page, session_id, start, 1000))
+            page = await self._page_of(session_id, start, 1000)
             lines = []
             for message in page.messages:
                 text = json.dumps(message.to_dict(), ensure_ascii=False)
@@ -300,21 +304,19 @@ class _Inspector:
     async def attachment(self, request: Request) -> Response:
         session_id = _session_id(request)
         index, number = _number(request, "index", 0), _number(request, "part", 0)
-        page = await self._read(lambda reader: reader.page(session_id, index, 1))
+        page = await self._page_of(session_id, index, 1)
         parts = page.messages[0].attachments if page.messages else ()
         if number >= len(parts) or parts[number].data is None:
             raise HTTPException(404, f"message #{index} has no stored attachment {number}")
         part = parts[number]
-        from ._views import INLINE_IMAGES
-
-        headers = {}
-        if part.media_type not in INLINE_IMAGES:  # never rendered by the browser
-            name = _file_name(part.name or "", "attachment")
-            headers["content-disposition"] = f'attachment; filename="{name}"'
-        media_type = (
-            part.media_type if part.media_type in INLINE_IMAGES else "application/octet-stream"
+        if part.media_type in INLINE_IMAGES:
+            return Response(part.data, media_type=part.media_type)
+        name = _file_name(part.name or "", "attachment")  # a download, never rendered
+        return Response(
+            part.data,
+            media_type="application/octet-stream",
+            headers={"content-disposition": f'attachment; filename="{name}"'},
         )
-        return Response(part.data, media_type=media_type, headers=headers)
 
     async def stylesheet(self, request: Request) -> Response:
         css = resources.files("aniki.inspector").joinpath("static/inspector.css").read_text("utf-8")
@@ -338,10 +340,6 @@ class _Inspector:
         else:
             status, message = 500, f"the inspector failed: {type(exc).__name__}"
         return self._page("error.html", status=status, title="Error", message=message)
-
-
-def _read_page(session_id: str, start: int, limit: int, reader: StoreReader) -> Any:
-    return reader.page(session_id, start, limit)
 
 
 def _session_id(request: Request) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import UserError
 from ..messages import Message
 from ..reports import ContextReport
+from ..sessions._codec import redact
 from ..sessions._pages import Page, read_page
 from ..sessions.base import SessionInfo
 
@@ -126,7 +127,7 @@ class StoreReader:
         self.url = check_store_url(url)
         if absent(self.url):
             raise UserError(
-                f"there is no store at {_shown(self.url)}: check the path "
+                f"there is no store at {redact(self.url)}: check the path "
                 "(an absolute path needs four slashes, as in sqlite:////var/chats.db)"
             )
         _refuse_empty(self.url)
@@ -238,14 +239,12 @@ def _scan(session: Any, start: int) -> Iterator[tuple[int, Message]]:
 def _refuse_empty(url: str) -> None:
     """A :class:`UserError` for a SQLite file or a PostgreSQL database without aniki's
     tables: opening it as a store would create them, and the inspector only reads."""
-    scheme, _, rest = url.partition(":")
-    scheme = scheme.lower()
-    if scheme == "sqlite" and rest.startswith("///"):
-        import sqlite3
-        from pathlib import Path
-        from urllib.parse import unquote
+    from ..cli._stores import sqlite_path
 
-        path = Path(unquote(rest[3:].partition("?")[0]))
+    path = sqlite_path(url)
+    if path is not None:
+        import sqlite3
+
         try:
             with contextlib.closing(
                 sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
@@ -258,25 +257,21 @@ def _refuse_empty(url: str) -> None:
                 f"{path} holds no aniki sessions (it has no aniki tables); the inspector "
                 "only reads, so it does not create them"
             )
-    elif scheme in ("postgresql", "postgres"):
+    elif url.partition(":")[0].lower() in ("postgresql", "postgres"):
         try:
             import psycopg
 
+            from ..sessions.postgres._base import DEFAULT_TABLE
+
             with psycopg.connect(url, connect_timeout=5) as conn:
-                row = conn.execute("SELECT to_regclass('aniki_messages')").fetchone()
+                row = conn.execute("SELECT to_regclass(%s)", (DEFAULT_TABLE,)).fetchone()
         except Exception:  # opening the store reports it, with the password hidden
             return
         if row is None or row[0] is None:
             raise UserError(
-                f"the database at {_shown(url)} holds no aniki sessions (it has no "
-                "aniki_messages table); the inspector only reads, so it does not create it"
+                f"the database at {redact(url)} holds no aniki sessions (it has no "
+                f"{DEFAULT_TABLE} table); the inspector only reads, so it does not create it"
             )
 
 
 _SQLITE_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'aniki_messages'"
-
-
-def _shown(url: str) -> str:
-    from ..sessions._codec import redact
-
-    return redact(url)

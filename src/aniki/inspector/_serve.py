@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -60,7 +61,7 @@ def running(url: str, *, port: int = 0) -> Iterator[str]:
         for _ in range(500):  # at most 10 s
             if server.started or not thread.is_alive():
                 break
-            threading.Event().wait(0.02)
+            time.sleep(0.02)
         if not server.started:
             raise UserError("the inspector did not start within 10 s")
         yield f"http://{HOST}:{sock.getsockname()[1]}/"
@@ -105,6 +106,6 @@ def _when_started(server: Any, callback: Callable[[], None]) -> None:
             if server.started:
                 callback()
                 return
-            threading.Event().wait(0.02)
+            time.sleep(0.02)
 
     threading.Thread(target=wait, daemon=True).start()

@@ -8,17 +8,15 @@ message can neither inject markup nor reorder what the page shows.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from ..cli._common import plain
 from ..messages import Message
 from ..reports import ContextReport
 from ..usage import Usage
 
 __all__ = ["INLINE_IMAGES", "MessageView", "message_view", "shown"]
-
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 INLINE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Attachments shown as pictures; every other kind is offered as a download."""
@@ -26,8 +24,8 @@ INLINE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 def shown(value: object) -> str:
     """``value`` as text with control and bidi characters written as escapes (``\\x1b``,
-    ``\\u202e``); tab and newline are kept."""
-    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode(), str(value))
+    ``\\u202e``); tab and newline are kept: what the ``aniki`` command prints."""
+    return plain(value)
 
 
 @dataclass(frozen=True, slots=True)

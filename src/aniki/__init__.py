@@ -37,6 +37,7 @@ from .errors import (
     StoreUnavailableError,
     StreamInterruptedError,
     ToolError,
+    TurnUndoneError,
     UserError,
     ValidationError,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolDefinition",
     "ToolError",
+    "TurnUndoneError",
     "Usage",
     "UserError",
     "ValidationError",

@@ -13,7 +13,7 @@ from .errors import UserError
 from .output import OutputSpec, output_spec
 from .providers.base import ModelSettings, Provider
 from .providers.registry import get_provider
-from .sessions.base import AsyncSession, Session
+from .sessions.base import AsyncSession, Session, require_session
 from .sessions.memory import InMemorySession
 from .tools import Tool, tools_by_name
 
@@ -173,7 +173,9 @@ class Agent(Generic[OutputT]):
         self.instructions = instructions
         self.model = model
         self.provider = provider
-        self.session: Session | AsyncSession = session if session is not None else InMemorySession()
+        self.session: Session | AsyncSession = (
+            InMemorySession() if session is None else require_session(session)
+        )
         self.tools: dict[str, Tool] = tools_by_name(tools)
         self.output_schema = output_schema
         self.output: OutputSpec | None = output_spec(output_schema)
@@ -246,6 +248,8 @@ class Agent(Generic[OutputT]):
         """
         from ._run.subagents import agent_tool
 
+        if session is not None:
+            session = require_session(session)
         return agent_tool(
             self, name=name, description=description, session=session, max_turns=max_turns
         )

@@ -8,6 +8,7 @@ The tree::
     ├── MaxTurnsExceeded            a run used all its turns
     ├── RunTimeoutError             a run did not finish within its time limit (a TimeoutError)
     ├── OutputValidationError       the final reply does not fit the output schema
+    ├── TurnUndoneError             the run's question was undone while it ran: no reply stored
     ├── ToolError                   raised by a tool: its message goes to the model as the result
     ├── MCPServerError              an MCP server cannot be started, reached or listed
     ├── ProviderError               a model call failed
@@ -36,7 +37,11 @@ boundary into one of these, with the original kept as ``__cause__``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .messages import Message
 
 __all__ = [
     "AnikiError",
@@ -56,6 +61,7 @@ __all__ = [
     "StoreUnavailableError",
     "StreamInterruptedError",
     "ToolError",
+    "TurnUndoneError",
     "UserError",
     "ValidationError",
 ]
@@ -131,6 +137,33 @@ class OutputValidationError(AnikiError):
         self.errors = errors
 
 
+class TurnUndoneError(AnikiError):
+    """The user message a run answers left its session while the run was working (another
+    worker's ``undo()`` or ``clear()``), so the run stored nothing more: no answer to a
+    question that is gone. The session holds what the undo left.
+
+    Example::
+
+        try:
+            result = await runner.run(agent, message="Hi", session=session)
+        except TurnUndoneError as undone:
+            undone.messages  # the reply nobody asked for any more: not stored
+
+    Attributes:
+        session_id: the session's id.
+        messages: what the run had yet to store (its reply, a streamed run's tool turns).
+    """
+
+    def __init__(self, session_id: str, messages: Sequence[Message]) -> None:
+        super().__init__(
+            f"the user message this run answers was removed from session {session_id!r} "
+            "while the run was working (undo() or clear() by another worker), so its reply "
+            "was not stored; the session holds what the undo left (ask again in a new run)"
+        )
+        self.session_id = session_id
+        self.messages = tuple(messages)
+
+
 class ToolError(AnikiError):
     """Raise from a tool to send the model exactly this message as the tool's result.
 
@@ -199,7 +232,8 @@ class ProviderTimeoutError(ProviderError):
 
 
 class ProviderConnectionError(ProviderError):
-    """The provider could not be reached (refused, reset, DNS)."""
+    """The provider could not be reached (refused, DNS), or the connection closed before the
+    whole reply arrived (reset, a body cut off); the message says which."""
 
 
 class StreamInterruptedError(ProviderError):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
+from urllib.parse import quote
 
 from ._checks import check_mapping, check_text, shown
 from .errors import ValidationError
@@ -33,6 +35,10 @@ OpenAI and Anthropic APIs take in a message (a provider refuses the kinds its AP
 MAX_ATTACHMENT_BYTES = 20 * 1024 * 1024
 """The largest inline attachment: 20 MiB, the most OpenAI takes per image (Anthropic caps a
 whole request at 32 MB). Larger files go by ``url=``."""
+
+# C0 controls, DEL and C1 controls: a URL holding one (a newline that splits a request line,
+# a NUL that ends a C string, an escape a terminal obeys) is not the address it looks like.
+_URL_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 _ATTACHMENT_KEYS = frozenset({"media_type", "data", "url", "name"})
 _REASONING_KEYS = frozenset({"text", "signature", "redacted", "provider"})
@@ -92,6 +98,14 @@ class Attachment:
                 )
         if self.url is not None:
             url = check_text(self.url, "attachment url", field="attachments.url")
+            control = _URL_CONTROL.search(url)
+            if control is not None:
+                char = control.group()
+                raise ValidationError(
+                    f"attachment url holds a control character (U+{ord(char):04X}) at index "
+                    f"{control.start()}; percent-encode it ({quote(char)}) or remove it",
+                    field="attachments.url",
+                )
             if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
                 raise ValidationError(
                     f"attachment url must be an http:// or https:// URL, got {shown(url)}",

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._reads import reads_of
 from .usage import Usage
 
 if TYPE_CHECKING:  # at run time these import aniki.messages, which imports this module
@@ -74,8 +75,10 @@ class ContextReport:
     """
 
     stored_messages: int | None
-    """How many messages the session holds; ``None`` when a history policy read only the
-    recent window and so never counted the rest (reads cost the window, not the history)."""
+    """How many messages the session holds when the call is made (not counting messages of
+    this run that a stream has not stored yet): reported by every built-in store and history
+    policy; ``None`` for a custom session that is neither a store offering
+    ``get_messages(limit=...)`` nor a policy (it may be a view, so it cannot tell)."""
     sent_messages: int
     """How many stored messages were sent verbatim (the instructions and a summary are not
     counted; messages of this run that a stream has not stored yet are)."""
@@ -111,6 +114,7 @@ class ReportBuilder:
 
     def __init__(self, session: Any, model: str) -> None:
         self._session = session
+        self._reads = reads_of(session)
         counter: Any = getattr(session, "counter", None)
         if not callable(getattr(counter, "count_message", None)):
             counter = _counter(model)
@@ -132,17 +136,12 @@ class ReportBuilder:
         head = 1 if has_instructions else 0
         sent = tuple(messages[head:])
         kept, sums = _against_last_sent(self._session, sent, self._counter)
-        info = getattr(self._session, "_last_read", None)
-        summarized = getattr(info, "summarized", 0) if info is not None else 0
+        info = self._reads(len(sent) - pending)
+        summarized = info.summarized if info is not None else 0
         summary = 1 if summarized and sent and _is_summary(sent[0]) else 0
         history = len(sent) - summary
-        if info is not None:
-            stored = info.stored
-            prefix_kept: bool | None = info.prefix_kept
-        elif _is_store(self._session):
-            stored, prefix_kept = history - pending, True
-        else:
-            stored, prefix_kept = None, None
+        stored = info.stored if info is not None else None
+        prefix_kept = info.prefix_kept if info is not None else None
         if kept is not None:  # what this process sent last for this session decides
             prefix_kept = kept
         total = sums[-1] if sums else 0
@@ -268,28 +267,6 @@ def _counter(model: str) -> TokenCounter:
 
 def _is_summary(message: Message) -> bool:
     return message.role == "system" and message.content.startswith(_SUMMARY_PREFIX)
-
-
-def _is_store(session: Any) -> bool:
-    """Whether ``session`` is a built-in store (it returns its whole history)."""
-    return any(
-        cls.__name__ in _STORES and cls.__module__.startswith("aniki.sessions")
-        for cls in type(session).__mro__
-    )
-
-
-_STORES = frozenset(
-    {
-        "InMemorySession",
-        "SQLiteSession",
-        "FileSession",
-        "RedisSession",
-        "AsyncRedisSession",
-        "PostgresSession",
-        "AsyncPostgresSession",
-        "EncryptedSession",
-    }
-)
 
 
 def _session_id(session: Any) -> str:

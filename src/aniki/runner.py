@@ -26,7 +26,7 @@ from .errors import UserError
 from .messages import Message, MessageLike, to_message
 from .providers.base import ModelSettings, Provider, merge_settings
 from .result import RunResult
-from .sessions.base import AsyncSession, Session
+from .sessions.base import AsyncSession, Session, require_session
 
 __all__ = ["Runner"]
 
@@ -149,7 +149,9 @@ class Runner:
 
         async def start() -> None:
             await prepare(plan)
-            first.history = await session_io.append_then_read(plan.session, [user])
+            first.history = await session_io.append_then_read(
+                plan.session, [user], guard=plan.guard
+            )
 
         async def produce(emit: Any, started: Awaitable[None]) -> Outcome:
             plan.emit = emit
@@ -158,7 +160,9 @@ class Runner:
 
         async def finish(outcome: Outcome) -> RunResult[OutputT]:
             if outcome.pending:
-                outcome.history = await session_io.append_then_read(plan.session, outcome.pending)
+                outcome.history = await session_io.append_then_read(
+                    plan.session, outcome.pending, guard=plan.guard
+                )
             if outcome.held is not None:
                 from ._run import approvals
 
@@ -243,7 +247,7 @@ class Runner:
             raise UserError(f"context must be a Context or a mapping, got {type(context).__name__}")
         plan = RunPlan(
             agent=agent,
-            session=session if session is not None else agent.session,
+            session=agent.session if session is None else require_session(session),
             context=context,
             provider=_built_provider(agent),
             max_turns=self.max_turns,
@@ -291,7 +295,8 @@ def _built_provider(agent: Agent[Any]) -> Provider | None:
 async def _run(plan: RunPlan, user: Message) -> RunResult[Any]:
     """A whole non-streamed run: store the user message, run the turns, take the snapshot."""
     await prepare(plan)
-    outcome = Outcome(history=await session_io.append_then_read(plan.session, [user]))
+    stored = await session_io.append_then_read(plan.session, [user], guard=plan.guard)
+    outcome = Outcome(history=stored)
     outcome = await execute(plan, user, outcome)
     return await _result(plan, outcome)
 

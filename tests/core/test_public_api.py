@@ -73,6 +73,14 @@ def test_every_error_is_an_aniki_error_and_validation_error_is_a_value_error() -
     assert all(e.__name__ in tree for e in errors)
 
 
+def test_turn_undone_error_is_exported_under_the_root() -> None:
+    assert "TurnUndoneError" in aniki.__all__
+    assert "TurnUndoneError" in aniki.errors.__all__
+    assert aniki.TurnUndoneError is aniki.errors.TurnUndoneError
+    assert issubclass(aniki.TurnUndoneError, aniki.AnikiError)
+    assert "├── TurnUndoneError" in (aniki.errors.__doc__ or "")
+
+
 def test_public_classes_have_docstrings() -> None:
     undocumented = [
         name

@@ -9,6 +9,8 @@ from aniki import Agent, Message
 from aniki.providers.base import ModelRequest
 from aniki.testing import MockProvider
 
+from .transcripts import parse_request
+
 MARK = re.compile(r"<m(\d+)>")
 
 
@@ -40,13 +42,12 @@ class Summarizer:
 
     def _reply(self, request: ModelRequest) -> str:
         assert len(request.messages) == 1, "the summarizer runs on a fresh, empty session"
-        text = request.messages[-1].content
-        new = text.split("<new_messages>", 1)[1]
-        so_far = re.search(r"<summary_so_far>\n(.*?)\n</summary_so_far>", text, re.S)
-        self.previous.append(so_far.group(1) if so_far else None)
+        parsed = parse_request(request.messages[-1].content)
+        self.previous.append(parsed.previous)
         if self.fail_next:
             self.fail_next -= 1
             raise RuntimeError("the summarizer is down")
+        new = "\n".join(entry[-1] for entry in parsed.entries)
         self.folded.append(list(dict.fromkeys(int(n) for n in MARK.findall(new))))
         return f"summary number {len(self.folded)}" + " and more" * self.verbose
 

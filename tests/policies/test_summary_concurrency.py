@@ -33,6 +33,8 @@ from tests.servers import (
     unique_name,
 )
 
+from .transcripts import texts_of
+
 TAG = re.compile(r"<(t[\d-]+)>")
 MAX_TOKENS = 400
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,8 +53,7 @@ class SlowSummarizer:
         await asyncio.sleep(self.delay)
         if self.fail:
             raise RuntimeError("the summarizer is down")
-        new = request.messages[-1].content.split("<new_messages>", 1)[1]
-        tags = list(dict.fromkeys(TAG.findall(new)))
+        tags = list(dict.fromkeys(TAG.findall(texts_of(request.messages[-1].content))))
         self.folded.append(tags)
         if self.log is not None:
             with self.log.open("a") as out:

@@ -94,8 +94,8 @@ def test_the_request_holds_the_prompt_the_summary_so_far_and_the_new_messages() 
     messages = [user("hi"), assistant("", "c1"), result("c1", "42"), assistant("it is 42")]
     text = render_request("Summarize.", "earlier things", messages, 120)
     assert text.startswith("Summarize.\nKeep the summary under 120 words.")
-    assert "<summary_so_far>\nearlier things\n</summary_so_far>" in text
-    assert "[user] hi" in text
-    assert "calls tool tool_c1 (c1) with" in text
-    assert "[tool result for c1] 42" in text
+    assert '<summary_so_far>\n"earlier things"\n</summary_so_far>' in text
+    assert '\n[user] "hi"\n' in text
+    assert '\n[assistant calls tool "tool_c1" with id "c1"] "{\\"q\\": 1}"\n' in text
+    assert '\n[tool result for "c1"] "42"\n' in text
     assert "<summary_so_far>" not in render_request("Summarize.", None, messages, 120)

@@ -3,7 +3,8 @@
 Tests queue replies, run a real vendor client against :attr:`FakeServer.url`, then look at
 what arrived in :attr:`FakeServer.requests`. A reply is one of:
 
-- :class:`Respond` — a whole response (any status, headers, JSON or raw bytes);
+- :class:`Respond` — a whole response (any status, headers, JSON or raw bytes), or one cut
+  off part-way through its body (``cut_at``);
 - :class:`Stream` — a server-sent-event body, sent chunk by chunk, that ends cleanly, is cut
   off (``end="drop"``: the socket is reset mid-body) or hangs (``end="stall"``);
 - :class:`Stall` — read the request and never answer;
@@ -52,6 +53,9 @@ class Respond:
     body: Any = b""
     """bytes or str as they are; anything else as JSON."""
     headers: Mapping[str, str] = field(default_factory=dict)
+    cut_at: int | None = None
+    """Send only this many bytes of the body (its full length announced), then reset the
+    socket: a reply cut off mid-body after the connection was made."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,7 @@ class FakeServer:
         request.answered_at = loop.time()
         if isinstance(reply, Respond):
             await self._respond(writer, reply)
-            return True
+            return reply.cut_at is None  # a cut reply: the caller aborts the socket
         assert isinstance(reply, Stream)
         return await self._stream(writer, reply)
 
@@ -215,7 +219,7 @@ class FakeServer:
             body = json.dumps(body).encode()
         headers = {"content-type": content_type, **reply.headers}
         headers["content-length"] = str(len(body))
-        writer.write(self._head(reply.status, headers) + body)
+        writer.write(self._head(reply.status, headers) + body[: reply.cut_at])
         await writer.drain()
 
     async def _stream(self, writer: asyncio.StreamWriter, reply: Stream) -> bool:

@@ -28,8 +28,8 @@ from aniki import (
 )
 from aniki.sessions.redis import RedisSession
 from aniki.sessions.redis import _core as _redis_core
+from aniki.sessions.redis import _edit_scripts as _redis_scripts
 from aniki.sessions.redis import _edits as _redis_edits
-from aniki.sessions.redis import _scripts as _redis_scripts
 
 from ..reliability.tcp_proxy import TcpProxy
 from ..servers import redis_url

@@ -204,7 +204,9 @@ async def test_a_provider_error_is_recorded_on_the_model_call_and_the_run(
         assert span.attributes["error.type"] == "aniki.errors.ProviderError"
         (event,) = span.events
         assert event.name == "exception"
-        assert "the model is overloaded" in event.attributes["exception.message"]
+        # The server's text may quote the request: without content, only its status is told.
+        assert "exception.message" not in event.attributes
+        assert span.status.description == "aniki.errors.ProviderError: HTTP 529"
 
 
 async def test_a_foreign_provider_exception_is_recorded_as_the_provider_error_it_became(
@@ -216,7 +218,11 @@ async def test_a_foreign_provider_exception_is_recorded_as_the_provider_error_it
         await Runner().run(agent_with(provider), message="Weather?")
     chat = spans.one("chat ")
     assert chat.attributes["error.type"] == "aniki.errors.ProviderError"
-    assert "ConnectionResetError: peer went away" in (chat.status.description or "")
+    (event,) = chat.events
+    assert event.attributes["exception.stacktrace"].splitlines()[-1] == (
+        "aniki.errors.ProviderError"
+    )
+    assert "\nConnectionResetError\n" in event.attributes["exception.stacktrace"]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -38,9 +38,11 @@ from ..events import (
 from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, merge_settings
 from ..reports import ContextReport, ReportBuilder
+from ..sessions._guard import TurnGuard
 from ..usage import Usage
 from . import observe, session_io
 from .model_stream import stream_response
+from .replies import vetted
 from .subagents import CURRENT_PLAN, handed_off, handoff_answer, handoff_definition, handoff_targets
 from .workers import SETUP
 
@@ -91,6 +93,8 @@ class RunPlan:
     """The run's own settings (``settings`` merges them over the current agent's)."""
     sub_usage: Usage = field(default_factory=Usage)
     """What agents called as tools during the run cost."""
+    guard: TurnGuard = field(default_factory=TurnGuard)
+    """Refuses the run's answers once its question was undone (:mod:`aniki.sessions._guard`)."""
 
 
 @dataclass(slots=True)
@@ -265,7 +269,9 @@ async def commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> No
     if plan.streaming:
         outcome.pending.extend(messages)
     else:
-        outcome.history = await session_io.append_then_read(plan.session, messages)
+        outcome.history = await session_io.append_then_read(
+            plan.session, messages, guard=plan.guard
+        )
 
 
 async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
@@ -326,8 +332,8 @@ def _middleware_chain(plan: RunPlan) -> CallNext:
     async def call_provider(request: ModelRequest) -> ModelResponse:
         try:
             if plan.streaming:
-                return await stream_response(plan, request)
-            return await _provider(plan).complete(request)
+                return vetted(await stream_response(plan, request))
+            return vetted(await _provider(plan).complete(request))
         except AnikiError:
             raise
         except Exception as exc:

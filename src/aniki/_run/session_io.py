@@ -29,7 +29,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import TurnUndoneError
 from ..messages import Message
+from ..sessions._guard import HistoryMoved, TurnGuard, guarding
 from .workers import STORES
 
 __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
@@ -133,9 +135,20 @@ async def read(session: Any) -> Sequence[Message]:
     return messages
 
 
-async def append_then_read(session: Any, messages: Sequence[Message]) -> Sequence[Message]:
+async def append_then_read(
+    session: Any, messages: Sequence[Message], *, guard: TurnGuard | None = None
+) -> Sequence[Message]:
     """:func:`append`, then :func:`read`: in one round trip when the store can fuse them,
-    and in one trip to a worker thread for a store whose calls block."""
+    and in one trip to a worker thread for a store whose calls block.
+
+    Under a run's ``guard`` the store appends only while the run's user message is still
+    stored (see :mod:`aniki.sessions._guard`); else :class:`~aniki.TurnUndoneError`."""
+    if guard is not None:
+        try:
+            with guarding(guard):
+                return await append_then_read(session, messages)
+        except HistoryMoved:
+            raise TurnUndoneError(str(session.id), messages) from None
     if blocks(session):
         batch = list(messages)
         history: Sequence[Message] = await call(True, lambda: _append_then_read_now(session, batch))

@@ -4,6 +4,8 @@ Three kinds of call block: a synchronous store's (:mod:`aniki._run.session_io`),
 synchronous tool's, and the first set-up of a provider (importing the vendor package and
 building its HTTP client take from tens of milliseconds to most of a second). Each kind has
 its own threads, so that slow tools cannot hold up the history's reads and writes.
+Work that only computes, but long enough to stall the loop (fitting an oversized summary
+to its share), has threads of its own too.
 
 Not the loop's default executor: ``asyncio.run()`` waits for that one's threads when it
 closes its loop, and the interpreter waits for them at exit, so a hung call would hold a run
@@ -27,7 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["SETUP", "STORES", "TOOLS", "Workers"]
+__all__ = ["COMPUTE", "SETUP", "STORES", "TOOLS", "Workers"]
 
 T = TypeVar("T")
 
@@ -98,3 +100,5 @@ TOOLS = Workers("tool", _MOST)
 """For synchronous tools."""
 SETUP = Workers("setup", 2)
 """For one-time set-up: building a provider or its client, loading a tokenizer."""
+COMPUTE = Workers("compute", 2)
+"""For long computations a policy makes on a run's behalf: fitting a summary to its share."""

@@ -17,14 +17,13 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import AnikiError, BadRequestError, UserError
+from ..errors import AnikiError, UserError
 from ..sessions._codec import redact
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
-    "cli_hint",
     "cli_message",
     "console",
     "default_store_url",
@@ -117,6 +116,7 @@ _CLI_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), replacement)
     for pattern, replacement in (
         (r"check base_url=", "check --base-url"),
+        (r"try base_url=(['\"])(.*?)\1", r"try --base-url \2"),
         (r" or pass api_key=\.\.\.", ""),
         (r'e\.g\. api_key="none"', "e.g. OPENAI_API_KEY=none"),
         (r" \(or the api_key= you passed\)", ""),
@@ -140,22 +140,6 @@ def cli_message(exc: BaseException) -> str:
     return message
 
 
-def cli_hint(exc: BaseException, *, base_url: str | None = None) -> str | None:
-    """A hint for the command line beyond the error's own message, if one applies."""
-    if (
-        isinstance(exc, BadRequestError)
-        and exc.status_code == 404
-        and base_url
-        and not base_url.rstrip("/").endswith("/v1")
-    ):
-        base_url = redact(base_url).rstrip("/")
-        return (
-            "OpenAI-compatible servers (Ollama, vLLM, llama.cpp, LM Studio) answer under /v1: "
-            f"try --base-url {base_url}/v1"
-        )
-    return None
-
-
 def handle_errors(command: F) -> F:
     """Turn expected failures into a readable message and an exit code, not a traceback."""
 
@@ -166,8 +150,7 @@ def handle_errors(command: F) -> F:
         except UserError as exc:
             fail(cli_message(exc), code=EXIT_USAGE)
         except AnikiError as exc:
-            hint = cli_hint(exc, base_url=kwargs.get("base_url"))
-            fail(f"{cli_message(exc)} ({type(exc).__name__})", hint=hint)
+            fail(f"{cli_message(exc)} ({type(exc).__name__})")
         except KeyboardInterrupt:
             err_console.print("\ninterrupted")
             raise SystemExit(EXIT_INTERRUPTED) from None

@@ -23,7 +23,6 @@ from ..usage import Usage
 from ._common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
-    cli_hint,
     cli_message,
     console,
     default_store_url,
@@ -68,8 +67,10 @@ def resolve_provider(name: str | None, base_url: str | None) -> tuple[str, Provi
         else:
             fail("no model provider is configured.", code=EXIT_USAGE, hint=NO_PROVIDER_HINT)
             raise AssertionError("unreachable")
+    # Imported through the package, which turns a missing vendor package into a UserError
+    # naming the extra to install.
     if name == "openai":
-        from ..providers.openai import OpenAIProvider
+        from ..providers import OpenAIProvider
 
         configured = (
             base_url or os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
@@ -79,7 +80,7 @@ def resolve_provider(name: str | None, base_url: str | None) -> tuple[str, Provi
         key = os.environ.get("OPENAI_API_KEY") or ("none" if base_url else None)
         return name, OpenAIProvider(api_key=key, base_url=base_url)
     if name == "anthropic":
-        from ..providers.anthropic import AnthropicProvider
+        from ..providers import AnthropicProvider
 
         if base_url is None and not os.environ.get("ANTHROPIC_API_KEY"):
             fail("ANTHROPIC_API_KEY is not set.", code=EXIT_USAGE, hint=NO_PROVIDER_HINT)
@@ -156,15 +157,12 @@ def chat(
 
         session = TokenBudgetSession(stored, max_tokens, model=model)
     agent = Agent("chat", system, model=str(model), provider=provider, session=session)
-    _Chat(agent, stored, session, url, base_url=base_url).loop()
+    _Chat(agent, stored, session, url).loop()
 
 
 class _Chat:
-    def __init__(
-        self, agent: Agent, stored: Any, view: Any, url: str, *, base_url: str | None = None
-    ) -> None:
+    def __init__(self, agent: Agent, stored: Any, view: Any, url: str) -> None:
         self.agent = agent
-        self.base_url = base_url
         self.stored = stored
         self.view = view
         self.url = url
@@ -261,9 +259,6 @@ class _Chat:
         except AnikiError as exc:
             # A failed reply (rate limit, timeout, broken stream) ends this turn, not the chat.
             console.print(f"\n[bold red]error:[/] {text(cli_message(exc))}")
-            hint = cli_hint(exc, base_url=self.base_url)
-            if hint:
-                console.print(plain(hint), markup=False)
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 self.loop_.remove_signal_handler(signal.SIGINT)

@@ -26,7 +26,6 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..errors import AnikiError
@@ -34,6 +33,7 @@ from ..sessions._codec import redact
 from ..sessions._pages import Page
 from ._chart import chart
 from ._data import StoreReader
+from ._headers import SecurityHeaders
 from ._views import INLINE_IMAGES, message_view, report_line, shown, usage_line
 
 __all__ = ["create_app"]
@@ -46,18 +46,6 @@ MAX_PAGE_SIZE = 500
 SESSIONS_PER_PAGE = 100
 TURNS_PER_PAGE = 200
 SEARCH_HITS = 200
-
-_HEADERS = [
-    (
-        b"content-security-policy",
-        b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-        b"base-uri 'none'; frame-ancestors 'none'",
-    ),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"cache-control", b"no-store"),
-    (b"x-frame-options", b"DENY"),
-]
 
 
 def create_app(url: str) -> Starlette:
@@ -81,27 +69,12 @@ def create_app(url: str) -> Starlette:
         routes=routes,
         middleware=[
             Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"]),
-            Middleware(_SecurityHeaders),
+            Middleware(SecurityHeaders),
         ],
         exception_handlers={HTTPException: inspector.failed, Exception: inspector.failed},
         lifespan=inspector.lifespan,
     )
     return app
-
-
-class _SecurityHeaders:
-    """Adds the content security policy and its companions to every response."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *_HEADERS]
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
 
 
 class _Inspector:
@@ -178,6 +151,11 @@ class _Inspector:
         page = await self._page_of(session_id, first, size)
         if page.total == 0:
             return self._missing(session_id)
+        # A stale link (the history was undone since) or a number typed by hand.
+        if at is not None and target >= page.total:
+            return self._past_end(session_id, f"message #{target}", page.total, size)
+        if not page.messages:
+            return self._past_end(session_id, f"messages from #{first} on", page.total, size)
         views = [message_view(page.start + n, m) for n, m in enumerate(page.messages)]
         return self._page(
             "conversation.html",
@@ -229,7 +207,8 @@ class _Inspector:
             title=f"{session_id}: tokens",
             session_id=session_id,
             costs=costs,
-            share=costs.cached / costs.sent if costs.sent else 0.0,
+            # None: no call reported cache figures, so the share is unknown, not 0 %.
+            share=costs.cached / costs.sent if costs.sent and costs.cache_reported else None,
             chart=chart(costs.turns),
             turns=shown_turns,
             start=start,
@@ -321,6 +300,16 @@ class _Inspector:
     async def stylesheet(self, request: Request) -> Response:
         css = resources.files("aniki.inspector").joinpath("static/inspector.css").read_text("utf-8")
         return Response(css, media_type="text/css")
+
+    def _past_end(self, session_id: str, asked: str, total: int, size: int) -> Response:
+        return self._page(
+            "error.html",
+            status=404,
+            title="Past the end",
+            message=f"{asked}: past the end; session {session_id!r} has {total:,} messages "
+            f"(#0 to #{total - 1})",
+            last_page=_link("/session", id=session_id, size=size if size != PAGE_SIZE else None),
+        )
 
     def _missing(self, session_id: str) -> Response:
         return self._page(

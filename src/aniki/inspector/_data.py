@@ -46,6 +46,9 @@ class TurnCost:
     """Of :attr:`sent`, the tokens the provider served from its prompt cache."""
     estimated: int = 0
     """Calls whose provider reported no usage (their :attr:`sent` share is an estimate)."""
+    cache_reported: bool = False
+    """Whether a call of the turn reported prompt-cache tokens (read or written). A provider
+    that never does (llama.cpp's server, say) leaves :attr:`cached` at 0 without meaning it."""
 
 
 @dataclass(slots=True)
@@ -69,6 +72,11 @@ class Costs:
         return sum(turn.cached for turn in self.turns)
 
     @property
+    def cache_reported(self) -> bool:
+        """Whether any call reported prompt-cache figures: only then is :attr:`cached` known."""
+        return any(turn.cache_reported for turn in self.turns)
+
+    @property
     def calls(self) -> int:
         """Model calls over the whole conversation."""
         return sum(turn.calls for turn in self.turns)
@@ -87,6 +95,8 @@ class Costs:
         if usage is not None and usage.input_tokens:
             turn.sent += usage.input_tokens
             turn.cached += usage.cache_read_tokens
+            if usage.cache_read_tokens or usage.cache_write_tokens:
+                turn.cache_reported = True
         elif report is not None:
             turn.sent += report.tokens.total
             turn.estimated += 1

@@ -11,7 +11,8 @@ no API key configured                   ``AuthenticationError`` (names the env v
 HTTP 401, 403                           ``AuthenticationError`` (names the env var)
 HTTP 429                                ``RateLimitError`` (``retry_after`` set)
 HTTP 408, client-side timeout           ``ProviderTimeoutError``
-refused / reset / DNS failure           ``ProviderConnectionError``
+refused / DNS failure                   ``ProviderConnectionError`` ("could not connect")
+reset or cut off once connected         ``ProviderConnectionError`` (says it connected)
 HTTP 4xx naming the context length      ``ContextWindowExceededError``
 any other HTTP 4xx                      ``BadRequestError``
 HTTP 5xx, anything else                 ``ProviderError``
@@ -24,6 +25,9 @@ exceptions kept as ``__cause__`` (:func:`scrub`), which every traceback prints. 
 classified before anything is scrubbed, and only a key that can be a secret is scrubbed
 (:func:`is_secret`): a local server's placeholder key (``"x"``, ``"EMPTY"``) is no secret,
 and replacing every ``x`` of an error text would only garble it.
+
+What the server said is quoted whole up to a few thousand characters, and by its start and
+its end beyond that (:mod:`._server_text`), with the credentials it echoes taken out.
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import math
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import (
     AuthenticationError,
@@ -48,6 +52,7 @@ from ..errors import (
     StreamInterruptedError,
     UserError,
 )
+from ._server_text import context_window_exceeded, server_message
 
 __all__ = [
     "ErrorContext",
@@ -63,24 +68,10 @@ __all__ = [
     "server_message",
     "stream_interrupted",
     "translate",
+    "v1_hint",
 ]
 
 _REDACTED = "***"
-
-# Phrases the vendors and the common compatible servers use when a prompt does not fit:
-# OpenAI and vLLM ("maximum context length", code context_length_exceeded), llama.cpp
-# ("exceeds the available context size", type exceed_context_size_error), Anthropic
-# ("prompt is too long", "exceed context limit"), LM Studio ("context ... overflows").
-_CONTEXT_PATTERNS = re.compile(
-    r"context[_ ]length[_ ]exceeded"
-    r"|maximum context length"
-    r"|exceed(?:s|ed)?[_ ](?:the )?(?:available |model'?s? )?context"
-    r"|context (?:window|length|limit|size)[^.]{0,60}?(?:exceed|overflow)"
-    r"|context (?:the )?overflows"
-    r"|prompt is too long"
-    r"|too many tokens in (?:the )?(?:prompt|context)",
-    re.IGNORECASE,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +86,9 @@ class ErrorContext:
     """Where requests go (without credentials), for connection errors."""
     secret: str | None = None
     """The API key, scrubbed from every message and body."""
+    base_path: str | None = None
+    """The path a base URL of this API ends with (``"/v1"`` for OpenAI-compatible servers),
+    suggested by the error for an HTTP 404 from a base URL without it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,48 +181,6 @@ def scrub(exc: BaseException, secret: str | None) -> BaseException:
     return exc
 
 
-_MAX_SERVER_TEXT = 500
-"""Characters of a server's own explanation an error message quotes (the body keeps it all)."""
-
-
-def server_message(body: Any) -> str | None:
-    """The human-readable text of an error body, in either vendor's shape (cut short)."""
-    node = body
-    for _ in range(2):  # {"error": {"message": ...}} or {"message": ...}
-        if isinstance(node, Mapping):
-            message = node.get("message")
-            if isinstance(message, str) and message:
-                return _cut(message)
-            node = node.get("error")
-        elif isinstance(node, str) and node.strip():
-            return _cut(node.strip())
-    return None
-
-
-def _cut(text: str) -> str:
-    if len(text) <= _MAX_SERVER_TEXT:
-        return text
-    return f"{text[:_MAX_SERVER_TEXT]}... ({len(text)} characters)"
-
-
-def _body_codes(body: Any) -> list[str]:
-    """The machine-readable codes and types an error body carries, at any of its levels."""
-    codes: list[str] = []
-    node = body
-    for _ in range(2):
-        if not isinstance(node, Mapping):
-            break
-        codes += [str(node[key]) for key in ("code", "type") if node.get(key) is not None]
-        node = node.get("error")
-    return codes
-
-
-def context_window_exceeded(body: Any, message: str | None = None) -> bool:
-    """Whether an error body (or message) says the request does not fit the context window."""
-    texts = [*_body_codes(body), server_message(body) or "", message or ""]
-    return any(_CONTEXT_PATTERNS.search(text) for text in texts if text)
-
-
 def parse_retry_after(
     headers: Mapping[str, str] | None, *, now: float | None = None
 ) -> float | None:
@@ -273,6 +225,24 @@ def client_build_error(exc: BaseException, ctx: ErrorContext) -> UserError:
     )
 
 
+def _sentence(text: str) -> str:
+    """``text`` ended as a sentence: a server's own text often ends with its period."""
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+def v1_hint(ctx: ErrorContext) -> str | None:
+    """For an HTTP 404: where the API may answer, when the base URL lacks the API's path."""
+    path = ctx.base_path
+    if path is None or ctx.base_url.rstrip("/").endswith(path):
+        return None
+    parts = urlsplit(ctx.base_url)
+    suggested = urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
+    return (
+        f"OpenAI-compatible servers (Ollama, vLLM, llama.cpp, LM Studio) answer under {path}: "
+        f"try base_url={suggested!r}"
+    )
+
+
 def error_for_status(
     status: int,
     body: Any,
@@ -286,10 +256,10 @@ def error_for_status(
     said = server_message(body)
     detail = f": {said}" if said else ""
     fields: dict[str, Any] = {"provider": ctx.provider, "status_code": status, "body": body}
-    where = f"{ctx.provider} answered HTTP {status}{detail}"
+    where = _sentence(f"{ctx.provider} answered HTTP {status}{detail}")
     if status in (401, 403):
         return AuthenticationError(
-            f"{where}. The API key was rejected: check {ctx.env_var} (or the api_key= you "
+            f"{where} The API key was rejected: check {ctx.env_var} (or the api_key= you "
             "passed) and that the key may use this model",
             env_var=ctx.env_var,
             **fields,
@@ -298,24 +268,28 @@ def error_for_status(
         retry_after = parse_retry_after(headers)
         wait = f" (it asked to wait {retry_after:g}s)" if retry_after is not None else ""
         return RateLimitError(
-            f"{where}{wait}. Rate limited after the client's retries: slow down, raise "
-            "max_retries=, or check the account's quota",
+            f"{_sentence(f'{ctx.provider} answered HTTP 429{wait}{detail}')} Rate limited "
+            "after the client's retries: slow down, raise max_retries=, or check the "
+            "account's quota",
             retry_after=retry_after,
             **fields,
         )
     if status == 408:
-        return ProviderTimeoutError(f"{where}. The server timed out the request", **fields)
+        return ProviderTimeoutError(f"{where} The server timed out the request", **fields)
     if 400 <= status < 500:
         if too_long:
             return ContextWindowExceededError(
-                f"{where}. The conversation is longer than the model's context window: keep "
+                f"{where} The conversation is longer than the model's context window: keep "
                 "less history (TokenBudgetSession, SummarizingSession) or use a larger model",
                 **fields,
             )
-        return BadRequestError(f"{where}. The request was rejected as invalid", **fields)
+        hint = v1_hint(ctx) if status == 404 else None
+        if hint is not None:
+            return BadRequestError(f"{where} No such endpoint at this base URL: {hint}", **fields)
+        return BadRequestError(f"{where} The request was rejected as invalid", **fields)
     if status >= 500:
         return ProviderError(
-            f"{where}. The server failed after the client's retries; try again later",
+            f"{where} The server failed after the client's retries; try again later",
             **fields,
         )
     return ProviderError(where, **fields)
@@ -339,6 +313,24 @@ def translate(exc: BaseException, ctx: ErrorContext, vendor: VendorErrors) -> Pr
         scrub(exc, ctx.secret)
 
 
+# The HTTP library's names for failures that happen only once connected: reading the reply,
+# writing the request, or a reply that broke the protocol (a body shorter than announced).
+_AFTER_CONNECTING = frozenset({"ReadError", "WriteError", "RemoteProtocolError"})
+
+
+def _connected(exc: BaseException) -> bool:
+    """Whether a connection failure happened after the connection was made (by the names
+    of the exceptions chained to it: the HTTP library is the vendor client's to choose)."""
+    node: BaseException | None = exc
+    visited: set[int] = set()
+    while node is not None and id(node) not in visited:
+        if any(cls.__name__ in _AFTER_CONNECTING for cls in type(node).__mro__):
+            return True
+        visited.add(id(node))
+        node = node.__cause__ or node.__context__
+    return False
+
+
 def _classify(exc: BaseException, ctx: ErrorContext, vendor: VendorErrors) -> ProviderError:
     if isinstance(exc, vendor.status):
         status = getattr(exc, "status_code", None)
@@ -355,6 +347,13 @@ def _classify(exc: BaseException, ctx: ErrorContext, vendor: VendorErrors) -> Pr
     if isinstance(exc, vendor.connection):
         cause = exc.__cause__ or exc.__context__
         reason = f" ({redact(str(cause), ctx.secret)})" if cause and str(cause) else ""
+        if _connected(exc):
+            return ProviderConnectionError(
+                f"{ctx.provider}: connected to {ctx.base_url}, but the connection closed "
+                f"before the whole reply arrived{reason}; retry the call, and if it keeps "
+                "happening check the server's log and any proxy in between",
+                provider=ctx.provider,
+            )
         return ProviderConnectionError(
             f"{ctx.provider}: could not connect to {ctx.base_url}{reason}; check base_url= "
             "and that the server is running and reachable",

@@ -60,6 +60,7 @@ class OpenAIClientBase:
             env_var=ENV_KEY,
             base_url=display_url(self.base_url),
             secret=self._api_key or None,
+            base_path="/v1",
         )
         self._clients: PerLoopClient[openai.AsyncOpenAI] = PerLoopClient(self._new_client)
 

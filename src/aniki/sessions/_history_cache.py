@@ -60,7 +60,7 @@ class HistoryCache(Generic[G]):
 def unfused(
     messages: Sequence[Message],
     limit: int | None,
-    append: Callable[[Sequence[Message]], Generator[S, Any, None]],
+    append: Callable[[Sequence[Message]], Generator[S, Any, object]],
     read: Callable[[int | None], Flow[S]],
 ) -> Flow[S] | None:
     """The flow for an append-then-read that needs no fused step (nothing to append, or
@@ -72,6 +72,6 @@ def unfused(
     return None
 
 
-def _append_only(append: Generator[S, Any, None]) -> Flow[S]:
+def _append_only(append: Generator[S, Any, object]) -> Flow[S]:
     yield from append
     return ()

@@ -60,6 +60,10 @@ class LocalStore(Protocol):
 
     def _swap_meta(self, key: str, expected: Any, value: Any) -> bool: ...
 
+    def _add_after(
+        self, messages: list[Message], after: str | None, *, read: bool, limit: int | None
+    ) -> tuple[Message, ...] | None: ...
+
     def close(self) -> None: ...
 
 
@@ -109,6 +113,22 @@ class Offloaded(Generic[StoreT]):
             return self._sync.get_messages(checked)
 
         return await self._call(both)
+
+    async def _add_after(
+        self,
+        messages: list[Message],
+        after: str | None,
+        *,
+        read: bool = False,
+        limit: int | None = None,
+    ) -> tuple[Message, ...] | None:
+        # The sync session's _add_after (aniki.sessions._chain.AppendsAfter) in one trip to
+        # the thread: with read, the read after it too.
+        batch = to_messages(messages)
+        checked = check_limit(limit)
+        return await self._call(
+            lambda: self._sync._add_after(batch, after, read=read, limit=checked)
+        )
 
     async def clear(self) -> None:
         """Delete the history and its derived state; other instances see it on their next read."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
+from .._checks import shown
+from ..errors import UserError
 from ..messages import Message, MessageLike
 
-__all__ = ["AsyncSession", "Session", "SessionInfo"]
+__all__ = ["AsyncSession", "Session", "SessionInfo", "require_session"]
 
 
 @runtime_checkable
@@ -88,3 +90,27 @@ class SessionInfo:
     """How many messages it holds."""
     updated_at: datetime | None
     """When a message was last appended (UTC), when the store records it."""
+
+
+_METHODS = ("add_message", "get_messages", "clear")
+
+
+def require_session(value: object, where: str = "session=") -> Session | AsyncSession:
+    """``value`` when it has the four members of :class:`Session` (or :class:`AsyncSession`),
+    else a :class:`~aniki.UserError` saying what to pass instead."""
+    missing = [name for name in _METHODS if not callable(getattr(value, name, None))]
+    if not hasattr(value, "id"):
+        missing.insert(0, "id")
+    if not missing and not isinstance(value, type):
+        return cast("Session | AsyncSession", value)
+    wanted = f"{where} takes a Session or AsyncSession object such as SQLiteSession('user-1')"
+    if isinstance(value, str):
+        raise UserError(f"{wanted}, not a session id; got str {shown(value)}")
+    if isinstance(value, type):
+        name = value.__name__
+        raise UserError(f"{wanted}; got the class {name} itself: create one, {name}('user-1')")
+    kind = type(value).__name__
+    if "add_message" in missing and "get_messages" in missing:  # not meant as a session
+        raise UserError(f"{wanted}; got {kind}")
+    absent = ", ".join(name if name == "id" else f"{name}()" for name in missing)
+    raise UserError(f"{wanted}; got {kind}, which has no {absent}")

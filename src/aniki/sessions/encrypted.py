@@ -14,9 +14,16 @@ from it is refused. Derived state (``set_meta``) is sealed with the session id a
 A limited read checks the chain over the window and back to the earliest record the window
 names (on an unbroken chain, the one record before it), so it stays O(window): what it returns
 is the genuine tail, in its place, though a change wholly before the window shows only in a
-longer read. Writers that race each other may both name the same predecessor (each read the
-tail before the other wrote): such a fork is accepted, as a record naming *an earlier* record
-of the session, when every record between the two is in its place too.
+longer read.
+
+Appends and undo: over a store that checks, in the append itself, that the record a batch is
+sealed onto is still its last one (SQLite, files, Redis, PostgreSQL and their async twins),
+a batch that lost a race to another writer, an ``undo()`` or a ``clear()`` writes nothing and
+is sealed again onto the new last record, so no record ever names one an undo removed. Such
+a record is sealed as following the record right before it, and is refused anywhere else.
+Over any other store, writers that race may both name the same predecessor: such a fork is
+accepted, as a record naming *an earlier* record of the session, when every record between
+the two is in its place too. See :mod:`aniki.sessions._chain` for what a read proves.
 
 Records of the first format (``aniki-enc:v1:``, contents only, nothing bound) and plaintext
 records are refused, unless the session is opened with ``accept_unbound=True``, which reads
@@ -28,16 +35,14 @@ put a new key first and keep the old ones until nothing they wrote is still read
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import inspect
 import json
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from ..errors import StoreError, UserError, ValidationError
+from ..errors import StoreError, StoreUnavailableError, UserError, ValidationError
 from ..messages import Message, MessageLike, ToolCall, to_message, to_messages
+from ._chain import GENESIS, TRIES, AppendsAfter, NeedMore, Opened, digest, place
 from ._codec import check_limit, encode_meta
 from .base import AsyncSession, Session
 from .policies._policy import accepts_limit, add_each
@@ -54,9 +59,6 @@ PREFIX = "aniki-enc:v2:"
 V1_PREFIX = "aniki-enc:v1:"
 """The first format: contents encrypted one by one, bound to nothing. Read only on request."""
 
-GENESIS = ""
-"""The chain value of a record written when the session was empty."""
-
 
 class DecryptionError(StoreError):
     """A stored value cannot be decrypted with any of the keys given (a wrong key, or tampering)."""
@@ -65,21 +67,6 @@ class DecryptionError(StoreError):
 class AlteredDataError(DecryptionError):
     """A stored record decrypts, but is not where it was written: moved from another session,
     reordered, copied, its clear fields changed, or written without the key (plaintext)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Opened:
-    """A stored record, checked and opened."""
-
-    plain: Message
-    prev: str | None
-    """The chain value it names (``None`` for an unbound record read with accept_unbound)."""
-    digest: str
-
-
-def _digest(stored: Message) -> str:
-    raw = hashlib.sha256(stored.content.encode("utf-8", "surrogatepass")).digest()[:18]
-    return base64.urlsafe_b64encode(raw).decode("ascii")
 
 
 def _carry(stored: Message, plain: Message) -> Message:
@@ -122,10 +109,6 @@ def _then(result: Any, apply: Callable[[Any], Any]) -> Any:
     return apply(result)
 
 
-class _NeedMore(Exception):
-    """A limited read found a record naming one before the window: read the whole history."""
-
-
 class EncryptedSession(Generic[SessionT]):
     """A view of a session whose messages are encrypted, and bound to their place, in the
     inner store.
@@ -165,11 +148,14 @@ class EncryptedSession(Generic[SessionT]):
         self._accept_unbound = accept_unbound
         self._local_meta: dict[str, Any] = {}
         # Stored record -> opened, as the last whole read and the last limited read found.
-        self._plain: tuple[dict[Message, _Opened], dict[Message, _Opened]] = ({}, {})
+        self._plain: tuple[dict[Message, Opened], dict[Message, Opened]] = ({}, {})
         # The last record as this instance last read or wrote it (None: not known yet): a
         # fused append-and-read chains onto it without a read of its own, so a Runner's turn
         # over Redis or PostgreSQL costs no extra round trip.
         self._known_tail: tuple[Message, ...] | None = None
+        # Whether the inner store checks, in each append, that the record a batch is sealed
+        # onto is still last: then no append can follow a record an undo removed.
+        self._checks_tail = isinstance(inner, AppendsAfter)
         if callable(getattr(inner, "_swap_meta", None)):
             self._swap_meta = self._swap_sealed
 
@@ -219,14 +205,16 @@ class EncryptedSession(Generic[SessionT]):
             return text
         return self._decrypt_token(text[len(V1_PREFIX) :], where)
 
-    def encrypt(self, message: MessageLike, *, prev: str = GENESIS) -> Message:
+    def encrypt(
+        self, message: MessageLike, *, prev: str = GENESIS, onto_tail: bool = False
+    ) -> Message:
         """``message`` as it is stored: sealed whole with this session's id and ``prev``, the
-        chain value of the record it follows; roles, tool names and call ids also in the clear."""
+        chain value of the record it follows (with ``onto_tail``, right after it); roles, tool
+        names and call ids also in the clear."""
         plain = to_message(message)
+        fields = {"s": self.id, "p": prev, "t": 1} if onto_tail else {"s": self.id, "p": prev}
         envelope = json.dumps(
-            {"s": self.id, "p": prev, "m": plain.to_dict()},
-            ensure_ascii=False,
-            separators=(",", ":"),
+            {**fields, "m": plain.to_dict()}, ensure_ascii=False, separators=(",", ":")
         )
         return Message(
             role=plain.role,
@@ -240,7 +228,7 @@ class EncryptedSession(Generic[SessionT]):
         checks that)."""
         return self._open_record(message, f"message {index} of session {self.id!r}").plain
 
-    def _open_record(self, stored: Message, where: str) -> _Opened:
+    def _open_record(self, stored: Message, where: str) -> Opened:
         if not stored.content.startswith(PREFIX):
             return self._open_unbound(stored, where)
         data = self._unseal(stored.content, where)
@@ -258,14 +246,15 @@ class EncryptedSession(Generic[SessionT]):
             [(c.id, c.name, c.arguments) for c in stored.tool_calls],
         )
         sealed = (plain.role, plain.tool_call_id, [(c.id, c.name, "") for c in plain.tool_calls])
-        if clear != sealed or not isinstance(prev, str):
+        onto_tail = data.get("t", 0)
+        if clear != sealed or not isinstance(prev, str) or onto_tail not in (0, 1):
             raise AlteredDataError(
                 f"{where}: its role or tool fields in the store (role {stored.role!r}) are not "
                 f"the ones it was written with (role {plain.role!r}); refused"
             )
-        return _Opened(_carry(stored, plain), prev, _digest(stored))
+        return Opened(_carry(stored, plain), prev, digest(stored), onto_tail == 1)
 
-    def _open_unbound(self, stored: Message, where: str) -> _Opened:
+    def _open_unbound(self, stored: Message, where: str) -> Opened:
         first_format = stored.content.startswith(V1_PREFIX) or any(
             call.arguments.startswith(V1_PREFIX) for call in stored.tool_calls
         )
@@ -288,7 +277,7 @@ class EncryptedSession(Generic[SessionT]):
             ),
             tool_call_id=stored.tool_call_id,
         )
-        return _Opened(_carry(stored, plain), None, _digest(stored))
+        return Opened(_carry(stored, plain), None, digest(stored))
 
     # -- checking a read: every record in its place -----------------------------------------
 
@@ -305,7 +294,7 @@ class EncryptedSession(Generic[SessionT]):
                 return self._verify(
                     stored, max(len(stored) - limit, 0), complete=complete, whole=False
                 )
-            except _NeedMore:  # a fork reaching before the window, or unbound records
+            except NeedMore:  # a fork reaching before the window, or unbound records
                 return self._wider(limit, 8)
 
         return window
@@ -327,7 +316,7 @@ class EncryptedSession(Generic[SessionT]):
                 return self._verify(
                     stored, max(len(stored) - limit, 0), complete=complete, whole=False
                 )
-            except _NeedMore:
+            except NeedMore:
                 return self._wider(limit, extra * 8)
 
         return _then(self._inner.get_messages(limit=limit + extra), check)  # type: ignore[call-arg]
@@ -336,70 +325,21 @@ class EncryptedSession(Generic[SessionT]):
         self, stored: Sequence[Message], start: int, *, complete: bool, whole: bool
     ) -> tuple[Message, ...]:
         """``stored[start:]`` in plaintext, once every record of it is checked: sealed for
-        this session, its clear fields as sealed, no copy of another record, and in its place.
-
-        A record is in its place when it names (by its chain value) a record before it, and
-        every record between that one and it is in its place too. So the check reaches back
-        from the window to the earliest record a checked record names: one record on an
-        unbroken chain, more after racing writers forked it. A record naming the start of the
-        session (or an unbound one) is placed only against the whole history, from its first
-        record: when ``stored`` is not ``complete`` (more may lie before it) the read must
-        fetch more (:class:`_NeedMore`). Records before the checked ones are only hashed, for
-        copies. Records the last whole read and the last limited read opened are not decrypted
-        again: a conversation read every turn costs what is new, not the whole history.
+        this session, its clear fields as sealed, no copy of another record, and in its place
+        (see :func:`aniki.sessions._chain.place`). Records the last whole read and the last
+        limited read opened are not decrypted again: a conversation read every turn costs
+        what is new, not the whole history.
         """
         whole_map, window_map = self._plain
-        cached: list[_Opened | None] = []
-        first: dict[str, int] = {}
-        for index, record in enumerate(stored):
-            known = whole_map.get(record) or window_map.get(record)
-            digest = known.digest if known else _digest(record)
-            if digest in first:
-                raise AlteredDataError(
-                    f"message {index} of session {self.id!r} (of {len(stored)} read) is a "
-                    f"copy of message {first[digest]}; refused"
-                )
-            first[digest] = index
-            cached.append(known)
-
-        def where(index: int) -> str:
-            if complete:
-                return f"message {index} of session {self.id!r}"
-            return f"message -{len(stored) - index} (from the end) of session {self.id!r}"
-
-        opened: dict[int, _Opened] = {}
-        for index in range(start, len(stored)):  # in order: the first bad record is named
-            opened[index] = cached[index] or self._open_record(stored[index], where(index))
-        check_from = start
-        index = len(stored) - 1
-        while index >= check_from:
-            if index not in opened:
-                opened[index] = cached[index] or self._open_record(stored[index], where(index))
-            record_opened = opened[index]
-            prev = record_opened.prev
-            if prev is None or prev == GENESIS:  # placed only against the whole history
-                named = -1
-            elif prev in first and first[prev] < index:
-                named = first[prev]
-            elif not complete:
-                raise _NeedMore
-            else:
-                raise AlteredDataError(
-                    f"{where(index)} was not written after any record before it: records "
-                    "were removed from before it, reordered, or taken from another copy of "
-                    "the session; refused"
-                )
-            if named < 0 and not complete:
-                raise _NeedMore
-            check_from = min(check_from, named + 1)
-            index -= 1
-        bound_before = False
-        for index in sorted(opened):
-            if opened[index].prev is None and bound_before:
-                raise AlteredDataError(
-                    f"{where(index)} is not sealed but follows sealed records: it was inserted"
-                )
-            bound_before = bound_before or opened[index].prev is not None
+        opened = place(
+            stored,
+            start,
+            complete=complete,
+            known=lambda record: whole_map.get(record) or window_map.get(record),
+            open_record=self._open_record,
+            session_id=self.id,
+            altered=AlteredDataError,
+        )
         by_record = {stored[index]: record_opened for index, record_opened in opened.items()}
         self._plain = (by_record, window_map) if whole else (whole_map, by_record)
         self._known_tail = tuple(stored[-1:])
@@ -409,24 +349,64 @@ class EncryptedSession(Generic[SessionT]):
 
     def _tail(self, *, known: bool = False) -> Any:
         """The last stored record (in a tuple, empty when there is none), to chain onto: read
-        now, or with ``known`` as this instance last saw it, when it has seen one. A record
-        written by another writer since makes the new record a fork, which reads accept (see
-        the module docstring)."""
+        now, or with ``known`` as this instance last saw it, when it has seen one."""
         if known and self._known_tail is not None:
             return self._known_tail
         if self._limited:
             return self._inner.get_messages(limit=1)  # type: ignore[call-arg]
         return _then(self._inner.get_messages(), lambda stored: tuple(stored)[-1:])
 
-    def _chain(self, batch: Sequence[Message], tail: Sequence[Message]) -> list[Message]:
-        prev = _digest(tail[-1]) if tail else GENESIS
+    def _chain(
+        self, batch: Sequence[Message], tail: Sequence[Message], *, onto_tail: bool = False
+    ) -> list[Message]:
+        prev = digest(tail[-1]) if tail else GENESIS
         sealed: list[Message] = []
         for message in batch:
-            sealed.append(self.encrypt(message, prev=prev))
-            prev = _digest(sealed[-1])
-        if sealed:
+            sealed.append(self.encrypt(message, prev=prev, onto_tail=onto_tail))
+            prev = digest(sealed[-1])
+        if sealed and not onto_tail:
             self._known_tail = (sealed[-1],)
         return sealed
+
+    def _write(self, batch: list[Message], *, read: bool = False, limit: int | None = None) -> Any:
+        """Seal ``batch`` onto the last stored record and append it only if that record is
+        still last, checked by the inner store in the append itself (``AppendsAfter``).
+        When another writer's append, undo or clear came first, nothing was written: the
+        batch is sealed again onto the tail read afresh. Returns what ``_add_after`` does;
+        ``None``, writing nothing, for a ``read`` onto a record stored before ids existed
+        (which the check cannot name: :meth:`_write_unchecked` appends onto it)."""
+        inner: Any = self._inner
+
+        def attempt(tail: Sequence[Message], tries: int) -> Any:
+            after = tail[-1].id if tail else None
+            if tail and after is None:
+                return None if read else self._write_unchecked(batch, tail)
+            sealed = self._chain(batch, tail, onto_tail=True)
+
+            def settle(stored: Sequence[Message] | None) -> Any:
+                if stored is not None:
+                    if not read:
+                        self._known_tail = tuple(stored[-1:])
+                    return stored
+                if tries <= 1:
+                    raise StoreUnavailableError(
+                        f"session {self.id!r} changed {TRIES} times in a row between reading its "
+                        "last record and appending after it (other writers, undos or clears "
+                        "came first each time); nothing was written: retry"
+                    )
+                return _then(self._tail(), lambda fresh: attempt(fresh, tries - 1))
+
+            return _then(inner._add_after(sealed, after, read=read, limit=limit), settle)
+
+        return _then(self._tail(known=True), lambda tail: attempt(tail, TRIES))
+
+    def _write_unchecked(self, batch: list[Message], tail: Sequence[Message]) -> Any:
+        """Append ``batch`` sealed onto ``tail``, over a store that cannot check the tail."""
+        sealed = self._chain(batch, tail)
+        add_many = getattr(self._inner, "add_messages", None)
+        if add_many is not None:
+            return add_many(sealed)
+        return add_each(self._inner, sealed)
 
     @overload
     def add_message(self: EncryptedSession[Session], message: MessageLike) -> None: ...
@@ -437,6 +417,8 @@ class EncryptedSession(Generic[SessionT]):
     def add_message(self, message: MessageLike) -> Any:
         """Encrypt and append one message (chained onto the record now last)."""
         plain = to_message(message)
+        if self._checks_tail:
+            return _then(self._write([plain]), lambda _: None)
         return _then(
             self._tail(), lambda tail: self._inner.add_message(self._chain([plain], tail)[0])
         )
@@ -450,15 +432,9 @@ class EncryptedSession(Generic[SessionT]):
     def add_messages(self, messages: Iterable[MessageLike]) -> Any:
         """Encrypt and append a batch (atomically when the inner store can)."""
         batch = to_messages(messages)
-
-        def write(tail: Sequence[Message]) -> Any:
-            sealed = self._chain(batch, tail)
-            add_many = getattr(self._inner, "add_messages", None)
-            if add_many is not None:
-                return add_many(sealed)
-            return add_each(self._inner, sealed)
-
-        return _then(self._tail(), write)
+        if self._checks_tail and batch:
+            return _then(self._write(batch), lambda _: None)
+        return _then(self._tail(), lambda tail: self._write_unchecked(batch, tail))
 
     @overload
     def get_messages(
@@ -482,20 +458,24 @@ class EncryptedSession(Generic[SessionT]):
         return _then(self._inner.get_messages(), self._plaintext(limit, limited=False))
 
     def _add_then_get(self, messages: list[Message], limit: int | None = None) -> Any:
-        # Encrypt, append and read back in one round trip (after the tail read) when the
-        # inner store fuses the two (see aniki._run.session_io); None, having written
-        # nothing, when it cannot.
+        # Encrypt, append and read back in one round trip (after the tail read, when this
+        # instance has not seen the tail) when the inner store fuses the two (see
+        # aniki._run.session_io); None, having written nothing, when it cannot.
         fused = getattr(self._inner, "_add_then_get", None)
         if fused is None:
             return None
         batch = to_messages(messages)
+        checked = check_limit(limit)
+        plaintext = self._plaintext(checked, limited=checked is not None)
+        if self._checks_tail:
+            wider = None if checked is None else checked + 1
+            stored = self._write(batch, read=True, limit=wider)
+            return _then(stored, lambda found: None if found is None else plaintext(found))
 
         def write(tail: Sequence[Message]) -> Any:
             sealed = self._chain(batch, tail)
-            stored = fused(sealed) if limit is None else fused(sealed, check_limit(limit) + 1)  # type: ignore[operator]
-            if stored is None:
-                return None
-            return _then(stored, self._plaintext(check_limit(limit), limited=limit is not None))
+            stored = fused(sealed) if checked is None else fused(sealed, checked + 1)
+            return None if stored is None else _then(stored, plaintext)
 
         return _then(self._tail(known=True), write)
 
@@ -509,7 +489,9 @@ class EncryptedSession(Generic[SessionT]):
         """Remove the last turn through the inner store's ``undo()`` (roles are stored in the
         clear, so it finds the last user message without a key) and return it decrypted.
 
-        The records before it keep their chain: only the tail goes. There is no ``fork``:
+        Only the newest records go, so what stays is a whole chain; over a store that checks
+        the last record in each append, no later append, racing or from an instance that
+        read the removed records, is chained onto one of them. There is no ``fork``:
         every record is sealed to its session's id, so a copy under another id would be
         refused as moved. To branch, read the history and add it to a new encrypted session.
         """

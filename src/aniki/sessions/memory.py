@@ -12,6 +12,7 @@ from ..memory import Memory
 from ..messages import Message, MessageLike
 from ._codec import check_meta_key, check_session_id, encode_meta
 from ._edits import FORK_SKIPPED_META, fork_target, forked_count
+from ._guard import admit
 from ._pages import Page, window
 
 __all__ = ["InMemorySession", "meta_json"]
@@ -51,6 +52,10 @@ class InMemorySession:
         self._memory = Memory()
         self._meta: dict[str, Any] = {}
         self._meta_lock = threading.Lock()
+        # Removals bump the generation, and each write checks it under the lock (a run's
+        # guard, see _guard): an undo from another thread cannot slip in between.
+        self._lock = threading.Lock()
+        self._generation = 0
 
     @property
     def id(self) -> str:
@@ -59,11 +64,15 @@ class InMemorySession:
 
     def add_message(self, message: MessageLike) -> None:
         """Validate and append one message."""
-        self._memory.add_message(message)
+        with self._lock:
+            admit(self, self._generation)
+            self._memory.add_message(message)
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate all, then append all: a bad message stores none of the batch."""
-        self._memory.add_messages(messages)
+        with self._lock:
+            admit(self, self._generation)
+            self._memory.add_messages(messages)
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
@@ -77,7 +86,9 @@ class InMemorySession:
 
     def clear(self) -> None:
         """Delete the history and any derived state (such as a stored summary)."""
-        self._memory.clear()
+        with self._lock:
+            self._memory.clear()
+            self._generation += 1
         self._meta.clear()
 
     def fork(self, new_id: str, *, upto: str | None = None) -> InMemorySession:
@@ -105,7 +116,11 @@ class InMemorySession:
     def undo(self) -> tuple[Message, ...]:
         """Remove the last turn (the last user message and everything after it) and return
         it, oldest first; ``()``, removing nothing, when no user message is held."""
-        return self._memory.undo()
+        with self._lock:
+            removed = self._memory.undo()
+            if removed:
+                self._generation += 1
+        return removed
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""

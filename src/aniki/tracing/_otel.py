@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from ..providers.base import ModelResponse
 from ..tools import Tool
 from . import _names as n
 from ._content import messages_json, reply_json
+from ._failures import record_failure
 
 if TYPE_CHECKING:
     from .._run.loop import Outcome, RunPlan
@@ -92,7 +92,7 @@ class GenAIObserver:
             with _current(span):
                 response = await call_model(request)
         except Exception as exc:
-            _failed(span, exc, with_message=True)
+            record_failure(span, exc, with_message=self.include_content)
             span.end()
             raise
         except BaseException:
@@ -127,7 +127,7 @@ class GenAIObserver:
             with _current(span):
                 message = await runnable.invoke(call, context)
         except Exception as exc:  # invoke never raises, but a subclass's might
-            _failed(span, exc, with_message=self.include_content)
+            record_failure(span, exc, with_message=self.include_content)
             span.end()
             raise
         except BaseException:
@@ -135,7 +135,7 @@ class GenAIObserver:
             span.end()
             raise
         if raised:  # what it raised is the reply the model reads: content
-            _failed(span, raised[0], with_message=self.include_content)
+            record_failure(span, raised[0], with_message=self.include_content)
         elif message.content.startswith("Error: "):  # how every tool failure is answered
             span.set_attribute(n.ERROR_TYPE, "tool_error")
             span.set_status(Status(StatusCode.ERROR, "the tool answered with an error"))
@@ -242,7 +242,7 @@ class _RunSpan:
     def failed(self, error: BaseException) -> None:
         if self._open:
             self._open = False
-            _failed(self.span, error, with_message=True)
+            record_failure(self.span, error, with_message=self._include_content)
             self.span.end()
 
     def aborted(self) -> None:
@@ -255,19 +255,6 @@ class _RunSpan:
 def _current(span: Span) -> AbstractContextManager[object]:
     """``span`` as the current span inside the block (which neither ends it nor records)."""
     return trace.use_span(span, record_exception=False, set_status_on_exception=False)
-
-
-def _failed(span: Span, error: BaseException, *, with_message: bool) -> None:
-    """Record ``error`` on ``span``, its message only ``with_message`` (it may be content)."""
-    kind = _type_name(error)
-    span.set_attribute(n.ERROR_TYPE, kind)
-    if with_message:
-        span.record_exception(error, attributes={n.EXCEPTION_TYPE: kind})
-        span.set_status(Status(StatusCode.ERROR, f"{kind}: {error}"))
-    else:
-        where = "".join(traceback.format_tb(error.__traceback__))
-        span.add_event(n.EXCEPTION_EVENT, {n.EXCEPTION_TYPE: kind, n.EXCEPTION_STACKTRACE: where})
-        span.set_status(Status(StatusCode.ERROR, kind))
 
 
 def _watched(tool: Tool, raised: list[BaseException]) -> Tool:
@@ -372,11 +359,3 @@ def _server(provider: object) -> Attributes:
     if port is not None:
         attributes[n.SERVER_PORT] = port
     return attributes
-
-
-def _type_name(error: BaseException) -> str:
-    """The error's class as ``error.type`` wants it: qualified by its module."""
-    cls = type(error)
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"

@@ -76,6 +76,7 @@ from ._io import (
     copy_range,
     end_of_records,
     fsync_directory,
+    last_records,
     lines_backwards,
     load_meta,
     meta_values,
@@ -87,14 +88,47 @@ from ._io import (
 if TYPE_CHECKING:
     from .session import FileSession
 
-__all__ = ["fork", "replace", "undo"]
+__all__ = ["append_after", "fork", "replace", "undo"]
 
 _MARK = b"~"
 """Added to a file before another is renamed over it: a torn line (see the docstring)."""
 
 _Adoption = tuple[int, tuple[int, int], list[Message], int]
-"""A new file put in place, for :meth:`FileSession._adopt`: its descriptor, its header
-(generation, length), the messages written to it and where they end."""
+"""A new file put in place, for :func:`_adopt`: its descriptor, its header (generation,
+length), the messages written to it and where they end."""
+
+
+def append_after(session: FileSession, batch: list[Message], after: str | None) -> bool:
+    """Append ``batch`` (stamped) as ``add_messages`` does, only if the last message stored
+    has the id ``after`` (``None``: none is), checked under the same exclusive lock; whether
+    it was appended."""
+    text = encode_message(batch[0]) if len(batch) == 1 else encode_batch(batch)
+    payload = (text + "\n").encode("utf-8")
+    label = session._label
+
+    def append(fd: int | None) -> bool:
+        assert fd is not None  # created if missing
+        _, start = session._checked_for_write(fd)  # every record decodes: none is damaged
+        last = last_records(fd, start, 1, lambda line: decode_messages(line, store=label))
+        if (last[-1].id or "" if last else None) != after:  # "": no id, never the one named
+            return False
+        session._append_locked(fd, batch, payload)
+        return True
+
+    return session._using(append, create=True, exclusive=True)
+
+
+def _adopt(
+    session: FileSession, fd: int, head: tuple[int, int], messages: list[Message], end: int
+) -> None:
+    """Make ``fd``, a file just put at the path, ``session``'s file, with what it was written
+    with cached: header ``head``, then ``messages`` up to ``end`` (not its size: another
+    process may have appended since the rename)."""
+    session.close()
+    session._hold(fd)
+    session._generation, session._start = head
+    session._cache, session._snapshot = messages, None
+    session._offset = end
 
 
 def undo(session: FileSession) -> tuple[Message, ...]:
@@ -104,7 +138,7 @@ def undo(session: FileSession) -> tuple[Message, ...]:
             lambda fd: _undo(session, fd), create=False, exclusive=True
         )
         if adoption is not None:
-            session._adopt(*adoption)
+            _adopt(session, *adoption)
         return removed
 
 
@@ -175,7 +209,7 @@ def fork(session: FileSession, new_id: str, upto: str | None) -> FileSession:
         except BaseException:
             _discard(temp, new)
             raise
-        target._adopt(*adoption)
+        _adopt(target, *adoption)
     return target
 
 
@@ -254,7 +288,7 @@ def replace(session: FileSession, messages: list[Message]) -> None:
             create=True,
             exclusive=True,
         )
-        session._adopt(*adoption)
+        _adopt(session, *adoption)
 
 
 def _replace(

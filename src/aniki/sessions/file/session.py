@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..._stamps import stamp
 from ...errors import CorruptStoreError, StoreUnavailableError
@@ -56,17 +56,11 @@ from .._codec import (
     to_messages,
 )
 from .._fork import count as fork_count
+from .._guard import admit, in_force
 from .._pages import Page
 from ..memory import meta_json
 from . import _edits, _pages
-from ._format import (
-    DATA_SUFFIX,
-    HEADER_READ,
-    META_SUFFIX,
-    file_stem,
-    header,
-    parse_header,
-)
+from ._format import DATA_SUFFIX, HEADER_READ, META_SUFFIX, file_stem, header, parse_header
 from ._io import (
     DEFAULT_TIMEOUT,
     Replaced,
@@ -188,13 +182,26 @@ class FileSession:
                 raise self._unavailable(exc) from exc
             except Replaced:  # another file is at the path now: append to that one
                 self.close()
-                self._using(
-                    lambda fd: self._append_to(fd, batch, payload), create=True, exclusive=True
+                self._using(  # with create=True, fd is never None
+                    lambda fd: self._append_locked(cast(int, fd), batch, payload),
+                    create=True,
+                    exclusive=True,
                 )
 
-    def _append_to(self, fd: int | None, batch: list[Message], payload: bytes) -> None:
-        assert fd is not None  # opened with create=True
-        self._append_locked(fd, batch, payload)
+    def _add_after(
+        self,
+        messages: list[Message],
+        after: str | None,
+        *,
+        read: bool = False,
+        limit: int | None = None,
+    ) -> tuple[Message, ...] | None:
+        # add_messages only after the message with the id `after` (aniki.sessions._chain.
+        # AppendsAfter), checked under the file's exclusive lock; None, writing nothing, if not.
+        batch = stamp(to_messages(messages))
+        if not _edits.append_after(self, batch, after):
+            return None
+        return self.get_messages(limit) if read else tuple(batch)
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
@@ -395,14 +402,11 @@ class FileSession:
                     except Replaced:
                         pass
                 self.close()
-            raise self._keeps_being_replaced()
-
-    def _keeps_being_replaced(self) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            f"the session file was replaced {_REOPENS} times in a row while this call tried "
-            "to use it; retry later",
-            store=self._label,
-        )
+            raise StoreUnavailableError(
+                f"the session file was replaced {_REOPENS} times in a row while this call "
+                "tried to use it; retry later",
+                store=self._label,
+            )
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -428,7 +432,9 @@ class FileSession:
         size = status.st_size
         generation: int | None
         start = self._start
-        if start and size == self._offset >= start and os.pread(fd, 1, size - 1) == b"\n":
+        # A run's turn guard (see _guard) needs the header's generation, read here and now.
+        fast = start and size == self._offset >= start and not in_force()
+        if fast and os.pread(fd, 1, size - 1) == b"\n":
             # Where this instance's view ends is where the file ends: the header was checked
             # before and the records are complete. If a clear happened meanwhile, the next
             # read sees the new generation and starts over, so extending the cache is safe.
@@ -437,6 +443,7 @@ class FileSession:
             # Every record this instance has not read is decoded first: nothing is ever
             # appended to a file with a damaged line.
             generation, start = self._checked_for_write(fd)
+            admit(self, (status.st_dev, status.st_ino, generation))  # the file, and its state
             self._start = start
             end = end_of_records(fd, start)
             if end == start and (self._generation, self._offset) != (generation, end):
@@ -476,16 +483,6 @@ class FileSession:
             self._inode = (status.st_dev, status.st_ino)
             self._start = 0
             self._reset(None, 0)
-
-    def _adopt(self, fd: int, head: tuple[int, int], messages: list[Message], end: int) -> None:
-        """Make ``fd``, a file just put at the path, this instance's file, with what it was
-        written with cached: header ``head``, then ``messages`` up to ``end`` (not its size:
-        another process may have appended since the rename)."""
-        self.close()
-        self._hold(fd)
-        self._generation, self._start = head
-        self._cache, self._snapshot = messages, None
-        self._offset = end
 
     def _checked_for_write(self, fd: int) -> tuple[int, int]:
         """The header's generation and length, once every record this instance has not read

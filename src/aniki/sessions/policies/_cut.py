@@ -15,6 +15,15 @@ history no longer holds the run, and the window starts afresh. Once found, a cut
 in memory by the messages themselves (:class:`Anchor`), so the next read compares objects
 instead of hashing.
 
+A record also holds the cut's position in the history, so a reader that finds it in the
+window knows how many messages the store holds without counting them. A reader that finds
+no such cut in a partial window (a history written without the policy, a record it
+ignored) reads the history whole once, and the cut it then keeps holds the position.
+
+A stored cut is only a hint: meta may hold anything. One that would start the view at a tool
+result whose call lies before it, or whose position contradicts the window, is ignored like
+an unreadable one, and the view starts afresh. Whatever the meta holds, the view is valid.
+
 A history where the same run of messages appears twice, with the same message before it, is
 ambiguous; the earlier occurrence in the window is taken.
 """
@@ -68,10 +77,14 @@ class CutRecord:
     """How many messages the digest covers: the view's first few when the cut was made."""
     kept_digest: str
     """A digest of those messages, in order."""
+    position: int | None = None
+    """The index of the view's first message in the whole history (``None`` in a record
+    written before positions were kept: it is found, then rewritten with one)."""
 
     @classmethod
-    def at(cls, window: Sequence[Message], start: int) -> CutRecord:
-        """The record of a cut at ``window[start]`` (``start >= 1``)."""
+    def at(cls, window: Sequence[Message], start: int, base: int = 0) -> CutRecord:
+        """The record of a cut at ``window[start]`` (``start >= 1``), where ``window[0]`` is
+        message ``base`` of the history."""
         first, kept = window[start], window[start : start + _KEPT]
         return cls(
             first=message_digest(first),
@@ -80,6 +93,7 @@ class CutRecord:
             before=message_digest(window[start - 1]),
             kept=len(kept),
             kept_digest=_run_digest(kept),
+            position=base + start,
         )
 
     def matches(self, window: Sequence[Message], start: int) -> bool:
@@ -105,6 +119,7 @@ class CutRecord:
             "before": self.before,
             "kept": self.kept,
             "kept_digest": self.kept_digest,
+            "position": self.position,
         }
 
     @classmethod
@@ -121,15 +136,18 @@ class CutRecord:
                 before=value["before"],
                 kept=value["kept"],
                 kept_digest=value["kept_digest"],
+                position=value.get("position"),
             )
         except KeyError:
             return None
+        position = record.position
         fields_ok = (
             all(isinstance(v, str) for v in (record.first, record.before, record.kept_digest))
             and isinstance(record.first_role, str)
             and type(record.first_size) is int
             and type(record.kept) is int
             and record.kept >= 1
+            and (position is None or (type(position) is int and position >= 1))
         )
         return record if fields_ok else None
 
@@ -144,6 +162,8 @@ class Anchor:
     before: Message | None
     view: tuple[Message, ...]
     """The view as last returned; the next view from the same cut starts with it."""
+    position: int
+    """The index of ``view[0]`` in the whole history."""
 
     def matches(self, window: Sequence[Message], start: int, complete: bool) -> bool:
         """Whether the cut lies at ``window[start]``."""
@@ -169,6 +189,9 @@ class Placement:
     """The view is ``window[start:]``."""
     moved: bool
     """Whether this is a new cut (to be stored) rather than the one found."""
+    base: int | None
+    """The index of ``window[0]`` in the whole history; ``None`` when a partial window does
+    not tell (no cut with a known position was found in it): read the history whole."""
 
 
 def locate(found: Found | None, window: Sequence[Message], complete: bool) -> int | None:
@@ -203,6 +226,49 @@ def _fits(messages: Sequence[Message], limit: int, cost: Cost) -> bool:
     return True
 
 
+def _opens(window: Sequence[Message], start: int, complete: bool) -> bool | None:
+    """Whether a view may start at ``window[start]``: no tool result in ``window[start:]``
+    answers a call made before it. ``None`` when a partial window holds a result whose call it
+    does not show: the call lies before the window, or nowhere (then the result cannot be
+    made valid, and is ignored as :func:`select_start` ignores it); fetch more to tell."""
+    made: set[str] = set()
+    earlier: set[str] | None = None
+    for message in window[start:]:
+        if message.role == "tool" and message.tool_call_id not in made:
+            if earlier is None:
+                earlier = {call.id for m in window[:start] for call in m.tool_calls}
+            if message.tool_call_id in earlier:
+                return False
+            if not complete:
+                return None
+        made.update(call.id for call in message.tool_calls)
+    return True
+
+
+def _find(
+    found: Found | None, window: Sequence[Message], complete: bool
+) -> tuple[int | None, int | None] | None:
+    """Where the cut ``found`` lies in ``window`` and where ``window[0]`` lies in the
+    history (each ``None`` when unknown); ``None`` when a partial window cannot tell whether
+    a stored cut may start a view: fetch more."""
+    at = locate(found, window, complete)
+    if at is not None and isinstance(found, CutRecord):
+        # A stored cut is a hint: one that starts no valid view, or whose position the
+        # window contradicts, is ignored like an unreadable one.
+        valid = _opens(window, at, complete)
+        if valid is None:
+            return None
+        position = found.position
+        agrees = position is None or (position == at if complete else position >= at)
+        if not valid or not agrees:
+            at = None
+    if complete:
+        return at, 0
+    if at is None or found is None or found.position is None:
+        return at, None
+    return at, found.position - at
+
+
 def place(
     found: Found | None,
     window: Sequence[Message],
@@ -219,14 +285,19 @@ def place(
     it fits. Otherwise the cut moves to the first valid start leaving at most ``trim_to``.
     ``None`` when ``window`` is too short to tell: fetch more and call again.
     """
+    located = _find(found, window, complete)
+    if located is None:
+        return None
+    at, base = located
     if trim_to >= limit:
         # A one-step slide: the longest valid suffix within the limit, from the history alone.
         start = select_start(window, limit, cost, complete=complete)
         if start is None:
             return None
         if not isinstance(found, Anchor) or not found.view:
-            return Placement(start, moved=start != 0)
-        return Placement(start, moved=start >= len(window) or window[start] != found.view[0])
+            return Placement(start, moved=start != 0, base=base)
+        moved = start >= len(window) or window[start] != found.view[0]
+        return Placement(start, moved=moved, base=base)
     known: dict[int, int] = {}
     measure = cost
 
@@ -238,17 +309,16 @@ def place(
         return weight
 
     cost = weigh
-    at = locate(found, window, complete)
     if at is not None and _fits(window[at:], limit, cost):
-        return Placement(at, moved=False)
+        return Placement(at, moved=False, base=base)
     if _fits(window, limit, cost):
         # The view from an earlier cut, or from the history's start, may still fit.
         if not complete:
             return None
         if at is None:
-            return Placement(0, moved=False)
+            return Placement(0, moved=False, base=base)
     start = select_start(window, trim_to, cost, complete=complete)
     if start is None or (start == 0 and not complete):
         return None
     # A single exchange longer than the limit is kept whole: then the cut may not move.
-    return Placement(start, moved=start != at)
+    return Placement(start, moved=start != at, base=base)

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable,
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, overload
 
+from ..._reads import ReadInfo, accepts_limit
 from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
 from ..base import AsyncSession, Session
@@ -45,18 +46,6 @@ SessionT = TypeVar("SessionT", Session, AsyncSession)
 
 
 @dataclass(frozen=True, slots=True)
-class ReadInfo:
-    """What a policy's last read saw, for the run's context reports."""
-
-    stored: int | None
-    """How many messages the store holds, when the read saw them all (else ``None``)."""
-    summarized: int = 0
-    """How many of the oldest stored messages a summary stands for."""
-    prefix_kept: bool = True
-    """Whether the view starts where the previous read's did (the cut did not move)."""
-
-
-@dataclass(frozen=True, slots=True)
 class MetaGet:
     """A plan's request for the inner store's meta value under ``key``."""
 
@@ -77,17 +66,6 @@ answer, and returns the view."""
 
 _FETCH_MARGIN = 16
 """Messages fetched beyond the last view: room for what a turn or two appends meanwhile."""
-
-
-def accepts_limit(get_messages: Callable[..., Any]) -> bool:
-    """Whether a store's ``get_messages`` takes ``limit=`` (the built-in stores all do)."""
-    try:
-        parameters = inspect.signature(get_messages).parameters
-    except (TypeError, ValueError):
-        return False
-    return "limit" in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
-    )
 
 
 def check_positive(name: str, value: object) -> int:
@@ -220,18 +198,21 @@ class SuffixPolicy(Generic[SessionT]):
                 if other is not None:
                     found = other
                     placement = self._place(found, window, complete)
-            if placement is not None:
+            if placement is not None and placement.base is not None:
                 break
+            if placement is not None:  # where the window lies is unknown: read it all, once
+                size = None
+                continue
             assert size is not None  # a complete window always decides
             size = max(size * 2, 16)
-        start, kept = placement.start, len(window) - extra
-        self._last_read = ReadInfo(
-            stored=kept if complete else None, prefix_kept=not placement.moved
-        )
+        start, kept, base = placement.start, len(window) - extra, placement.base
+        self._last_read = ReadInfo(stored=base + kept, prefix_kept=not placement.moved)
         if start < kept:
-            state.found = Anchor(window[start - 1] if start else None, tuple(window[start:kept]))
-            if placement.moved and start > 0 and self._has_meta:
-                value = CutRecord.at(window[:kept], start).to_value()
+            before = window[start - 1] if start else None
+            state.found = Anchor(before, tuple(window[start:kept]), base + start)
+            stale = placement.moved or (isinstance(found, CutRecord) and found.position is None)
+            if stale and start > 0 and self._has_meta:
+                value = CutRecord.at(window[:kept], start, base).to_value()
                 if value != state.stored:
                     yield MetaSet(self.cut_key, value)
                     state.stored = value

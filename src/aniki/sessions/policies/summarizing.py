@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,18 +14,10 @@ from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
 from ...tokens import TokenCounter, counter_for_model
 from ..base import AsyncSession, Session
-from ..memory import InMemorySession
 from ._policy import ReadInfo, accepts_limit, check_positive, check_session
 from ._select import select_start
-from ._summary import (
-    DEFAULT_PROMPT,
-    SUMMARY_KEY,
-    Summary,
-    chunk_ends,
-    fit_text,
-    render_request,
-    summary_message,
-)
+from ._summarizer import summarize
+from ._summary import DEFAULT_PROMPT, SUMMARY_KEY, Summary, chunk_ends, summary_message
 from ._summary_claim import Claims, Lease
 
 if TYPE_CHECKING:
@@ -35,13 +28,13 @@ __all__ = ["SummarizingSession"]
 logger = logging.getLogger("aniki")
 
 _FETCH_MARGIN = 16
+"""Messages fetched beyond what the last read saw: room for what was appended since."""
 
 _ROUNDS = 8
 """How often a read starts again after another reader's summary changed what it read."""
 
 Fetch = Callable[[int | None], Awaitable[Sequence[Message]]]
 """Reads the last N messages (``None``: all) of the inner store."""
-"""Messages fetched beyond what the last read saw: room for what was appended since."""
 
 
 class SummarizingSession:
@@ -66,7 +59,9 @@ class SummarizingSession:
     as the built-in stores have), the first reader to find the history over budget claims the
     summary (under ``"aniki.summary.claim"``) and the others — objects, threads, processes —
     wait for it and reuse its summary; a summary is stored only over the one it extends, so
-    the stored one never covers fewer messages. Without it, readers do not coordinate.
+    the stored one never covers fewer messages. A claim lasts 30 s and is renewed only as
+    summaries are stored; a read waits 10 s at most for another's summary, and returns the
+    most recent messages that fit meanwhile. Without it, readers do not coordinate.
 
     Example::
 
@@ -206,6 +201,7 @@ class SummarizingSession:
         """:meth:`get_messages`, whose first fetch is ``first`` (which may append ``added``
         messages before it reads)."""
         async with self._lock():
+            started = time.monotonic()
             for _ in range(_ROUNDS):
                 record = await self._load_record()
                 loaded, tail, total = await self._read_tail(
@@ -216,8 +212,10 @@ class SummarizingSession:
                 summary = loaded
                 if self._fits(summary, tail) or self._failed_at == total:
                     break
-                lease = await self._claim(loaded, record)
-                if lease is None:  # another reader made or is making this summary: read again
+                lease = await self._claim(loaded, record, started)
+                if lease == "busy":  # another reader's summary takes long: go on without it
+                    break
+                if isinstance(lease, str):  # another reader made or is making it: read again
                     continue
                 try:
                     summary, tail, settled = await self._fold(loaded, record, tail, total, lease)
@@ -284,14 +282,14 @@ class SummarizingSession:
                 return stored
         return Summary.from_record(base) or summary  # not stored: the read starts again
 
-    async def _claim(self, loaded: Summary | None, record: Any) -> Lease | None:
-        """The right to summarize now; ``None`` after waiting for another reader's summary.
+    async def _claim(self, loaded: Summary | None, record: Any, started: float) -> Lease | str:
+        """The right to summarize now, or why not (see :meth:`Claims.claim`).
 
         Over a store without ``_swap_meta`` every reader summarizes (an empty lease).
         """
         if self._claims is None:
             return Lease(None)
-        return await self._claims.claim(loaded.covered if loaded else 0, record)
+        return await self._claims.claim(loaded.covered if loaded else 0, record, started)
 
     async def _release(self, lease: Lease) -> None:
         if self._claims is not None:
@@ -370,7 +368,14 @@ class SummarizingSession:
         for end in chunk_ends(evicted, self.counter.count_message, self.max_tokens):
             previous = summary.text if summary else None
             try:
-                text = await self._summarize(previous, evicted[done:end])
+                text = await summarize(
+                    self.summarizer,
+                    self.prompt,
+                    previous,
+                    evicted[done:end],
+                    share=self.summary_tokens,
+                    counter=self.counter,
+                )
             except Exception as exc:  # any failure: the run goes on without a new summary
                 self._failed_at = total
                 logger.warning(
@@ -386,24 +391,10 @@ class SummarizingSession:
             if await self._save(summary, base) is not None:
                 return summary, tail[done:], False
             base = summary.to_record()
-            if lease.lost:
+            claims = self._claims  # renewed on progress only: a hung summarizer lets it lapse
+            if claims and done < len(evicted) and not await claims.renew(lease):
                 break  # another reader took over: it goes on from this summary
         return summary, tail[done:], True
-
-    async def _summarize(self, previous: str | None, messages: Sequence[Message]) -> str:
-        from ...runner import Runner  # imported here: the runner imports the sessions package
-
-        words = max(self.summary_tokens * 3 // 5, 10)
-        request = render_request(self.prompt, previous, messages, words)
-        result = await Runner().run(self.summarizer, message=request, session=InMemorySession())
-        text = result.content.strip()
-        if not text:
-            raise ValueError("the summarizer replied with an empty summary")
-        return fit_text(
-            text,
-            self.summary_tokens,
-            lambda candidate: self.counter.count_message(summary_message(candidate)),
-        )
 
     def __repr__(self) -> str:
         return f"SummarizingSession({self._inner!r}, max_tokens={self.max_tokens})"

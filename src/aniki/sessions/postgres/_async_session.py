@@ -81,6 +81,20 @@ class AsyncPostgresSession(PostgresBase):
         checked, batch = check_limit(limit), stamp(messages)
         return await self._run(lambda: self._core.append_then_read(batch, checked))
 
+    async def _add_after(
+        self,
+        messages: list[Message],
+        after: str | None,
+        *,
+        read: bool = False,
+        limit: int | None = None,
+    ) -> tuple[Message, ...] | None:
+        # add_messages (with read, then get_messages) in one statement, only after the
+        # message with the id `after` (aniki.sessions._chain.AppendsAfter); None, writing
+        # nothing, if another message is last.
+        checked, batch = check_limit(limit), stamp(messages)
+        return await self._run(lambda: self._core.append_after(batch, after, read, checked))
+
     async def clear(self) -> None:
         """Delete the history and the session's derived state."""
         await self._run(self._core.clear)

@@ -9,6 +9,12 @@ one session are thus serialized and commit in ``seq`` order, so a reader that ha
 ``generation`` in the same statement (one snapshot): when another process cleared the session
 since, it differs and the whole history is read instead.
 
+A run's answers are appended under its turn guard (see :mod:`aniki.sessions._guard`): the
+append statement then runs in a transaction, and the generation it returns, read under the
+row lock its upsert took (so an undo or a clear that committed first shows), must be the one
+the run's question was stored under; when not, the flow raises and the append rolls back.
+BEGIN and COMMIT cost two round trips more; nothing more is read.
+
 An operation is a generator (a *flow*, see ``_flow``) that yields :class:`Query` steps and
 receives their rows; the sync and async classes run each flow in one transaction: a single
 statement marked ``alone`` is its own transaction, several run between BEGIN and COMMIT.
@@ -32,6 +38,7 @@ from .._codec import (
     encode_message,
     encode_meta,
 )
+from .._guard import admit, expected_mark
 from .._history_cache import HistoryCache, unfused
 from .._pages import Page
 from ..base import SessionInfo
@@ -110,18 +117,41 @@ class PostgresCore:
 
     # --- operations ------------------------------------------------------------------
 
-    def append(self, messages: Sequence[Message]) -> Flow[None]:
+    def append(self, messages: Sequence[Message], follows: str | None = None) -> Flow[bool]:
+        """Append ``messages``; with ``follows`` (an id, or ``''`` for none), only after the
+        message with that id, checked in the same statement: whether they were appended."""
         if not messages:
-            return
-        params = {"sid": self.id, "n": len(messages), **_batch(messages)}
-        statement = self._sql.append_one if len(messages) == 1 else self._sql.append
-        ((generation, count, last),) = yield Query(statement, params, alone=True)
+            return True
+        params = {"sid": self.id, "n": len(messages), **_batch(messages, follows)}
+        if follows is not None:
+            statement = self._sql.append_after
+        else:
+            statement = self._sql.append_one if len(messages) == 1 else self._sql.append
+        rows = yield Query(statement, params, alone=expected_mark(self) is None)
+        if not rows:  # another message is last: nothing was written
+            return False
+        ((generation, count, last),) = rows
+        admit(self, generation)  # under a turn guard: refused, it rolls the append back
         # Extend the cache only when our batch sits right after it; otherwise the next read
         # fetches whatever another writer added in between.
         cache = self._cache
         if cache.generation in (None, generation) and len(cache) + len(messages) == count:
             cache.generation = generation
             cache.extend(messages, last)
+        return True
+
+    def append_after(
+        self, messages: Sequence[Message], after: str | None, read: bool, limit: int | None
+    ) -> Flow[tuple[Message, ...] | None]:
+        """:meth:`append` (with ``read``, :meth:`append_then_read`) only after the message
+        whose id is ``after`` (``None``: none is stored): ``None`` when another is last;
+        without ``read``, ``messages``."""
+        follows = "" if after is None else after
+        if read and messages and (limit is None or limit > 0):
+            return (yield from self._append_read(messages, limit, follows))
+        if not (yield from self.append(messages, follows)):
+            return None
+        return (yield from self.read(limit)) if read else tuple(messages)
 
     def append_then_read(
         self, messages: Sequence[Message], limit: int | None
@@ -131,23 +161,37 @@ class PostgresCore:
         plain = unfused(messages, limit, self.append, self.read)
         if plain is not None:
             return (yield from plain)
+        found = yield from self._append_read(messages, limit, None)
+        assert found is not None  # only an append after a named message is refused
+        return found
+
+    def _append_read(
+        self, messages: Sequence[Message], limit: int | None, follows: str | None
+    ) -> Flow[tuple[Message, ...] | None]:
+        """:meth:`append_then_read` of a batch and a limit it fuses; with ``follows``, as
+        :meth:`append` (``None`` when another message is last)."""
         cache = self._cache
         tail = limit if limit is not None and cache.generation is None else 0
         params = {
             "sid": self.id,
             "n": len(messages),
-            **_batch(messages),
+            **_batch(messages, follows),
             "gen": -1 if cache.generation is None else cache.generation,
             "after": cache.position,
             "limit": limit,
         }
         sql, one = self._sql, len(messages) == 1
-        if tail:
+        if follows is not None:
+            statement = sql.append_tail_after if tail else sql.append_read_after
+        elif tail:
             statement = sql.append_tail_one if one else sql.append_tail
         else:
             statement = sql.append_read_one if one else sql.append_read
-        rows = yield Query(statement, params, alone=True)
+        rows = yield Query(statement, params, alone=expected_mark(self) is None)
+        if not rows:  # only with follows: another message is last, nothing was written
+            return None
         generation, count, last, generation_before, count_before = rows[0][:5]
+        admit(self, generation)  # under a turn guard: refused, it rolls the append back
         if (
             generation_before not in (None, generation)
             or (count_before or 0) + len(messages) != count
@@ -329,8 +373,12 @@ def translate(
     return StoreError(f"PostgreSQL failed: {text}", store=store)
 
 
-def _batch(messages: Sequence[Message]) -> dict[str, Any]:
-    """An append's records as its statement takes them: one alone, more as an array."""
+def _batch(messages: Sequence[Message], follows: str | None = None) -> dict[str, Any]:
+    """An append's records as its statement takes them: one alone, more as an array (and
+    always, with the id the append must follow: ``''`` for none, passed as NULL)."""
+    if follows is not None:
+        records = [encode_message(m) for m in messages]
+        return {"records": records, "follows": follows or None}
     if len(messages) == 1:
         return {"record": encode_message(messages[0])}
     return {"records": [encode_message(m) for m in messages]}

@@ -67,6 +67,9 @@ class Statements:
     append_one: bytes
     append_read_one: bytes
     append_tail_one: bytes
+    append_after: bytes
+    append_read_after: bytes
+    append_tail_after: bytes
     read: bytes
     tail: bytes
     clear: tuple[bytes, ...]
@@ -134,6 +137,42 @@ _APPEND_THEN = (
     " (SELECT generation FROM before), (SELECT message_count FROM before), r.seq, r.message"
     " FROM s"
 )
+
+
+# An append that lands only after the message whose id is %(follows)s (NULL: onto a session
+# holding none), checked in the statement itself (an encrypted session's chain needs it): the
+# session's row as the snapshot had it (`before`) and that snapshot's last message, then an
+# UPDATE of the row that holds only while the row is still as the snapshot had it (the row
+# lock makes it wait for a racing append, undo or clear, and then it compares the new row), or,
+# onto an empty session, an INSERT of the row that does nothing when one exists by then. No row
+# back: another message is last, and nothing was written. (The id is read through json, whose
+# ->> refuses a record holding an escaped NUL: the escape is made another one first.)
+_BEFORE = "before AS (SELECT generation, message_count FROM {sessions} WHERE session_id = %(sid)s)"
+_FOLLOWS = (
+    "last AS (SELECT replace(message, '\\u0000', '\\u0001')::json->>'id' AS id"
+    " FROM {messages} WHERE session_id = %(sid)s ORDER BY seq DESC LIMIT 1),"
+    " u AS (UPDATE {sessions} AS s SET message_count = s.message_count + %(n)s,"
+    " updated_at = now() WHERE s.session_id = %(sid)s"
+    " AND s.generation = (SELECT generation FROM before)"
+    " AND s.message_count = (SELECT message_count FROM before)"
+    " AND (SELECT id FROM last) = %(follows)s RETURNING s.generation, s.message_count),"
+    " i AS (INSERT INTO {sessions} (session_id, message_count, updated_at)"
+    " SELECT %(sid)s, %(n)s, now() WHERE %(follows)s::text IS NULL"
+    " ON CONFLICT (session_id) DO NOTHING RETURNING generation, message_count),"
+    " s AS (SELECT generation, message_count FROM u UNION ALL SELECT generation, message_count"
+    " FROM i"
+)
+
+
+def _after(text: str) -> str:
+    """An append statement (``_APPEND`` or ``_APPEND_THEN`` and what follows) made to land
+    only after the message %(follows)s names."""
+    head, upsert = "WITH s AS (", " RETURNING generation, message_count), m AS ("
+    if text.startswith("WITH before AS ("):
+        head = "WITH " + _BEFORE + ", s AS ("
+    assert text.startswith(head) and upsert in text
+    rest = text[text.index(upsert) + len(upsert) - len("), m AS (") :]
+    return "WITH " + _BEFORE + ", " + _FOLLOWS + rest
 
 
 @functools.lru_cache(maxsize=64)
@@ -220,6 +259,9 @@ def statements(table: str) -> Statements:
         append_read_one=q(_for_one(append_read)),
         append_tail=q(append_tail),
         append_tail_one=q(_for_one(append_tail)),
+        append_after=q(_after(append)),
+        append_read_after=q(_after(append_read)),
+        append_tail_after=q(_after(append_tail)),
         read=q(
             "SELECT s.generation, m.seq, m.message FROM {sessions} AS s"
             " LEFT JOIN {messages} AS m ON m.session_id = s.session_id"

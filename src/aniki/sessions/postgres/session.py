@@ -106,6 +106,20 @@ class PostgresSession(PostgresBase):
         :func:`aniki.sessions._pages.read_page`); reads only those rows, caches nothing."""
         return self._run(lambda: self._core.page(start, limit), read=True)
 
+    def _add_after(
+        self,
+        messages: list[Message],
+        after: str | None,
+        *,
+        read: bool = False,
+        limit: int | None = None,
+    ) -> tuple[Message, ...] | None:
+        # add_messages (with read, then get_messages) in one statement, only after the
+        # message with the id `after` (aniki.sessions._chain.AppendsAfter); None, writing
+        # nothing, if another message is last.
+        checked, batch = check_limit(limit), stamp(messages)
+        return self._run(lambda: self._core.append_after(batch, after, read, checked))
+
     def clear(self) -> None:
         """Delete the history and the session's derived state."""
         self._run(self._core.clear)

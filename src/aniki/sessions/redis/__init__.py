@@ -1,9 +1,9 @@
 """The Redis store (needs the ``redis`` extra; ``redis`` is imported on first use).
 
-- ``session.py``: :class:`RedisSession` and :class:`AsyncRedisSession`
+- ``session.py``: :class:`RedisSession`; ``aio.py``: :class:`AsyncRedisSession`
 - ``_core.py``: the state and logic both share: keys, cache, the steps of each operation
 - ``_edits.py``: the steps of ``fork`` and ``undo``
-- ``_scripts.py``: the Lua scripts that make each write atomic
+- ``_scripts.py``, ``_edit_scripts.py``: the Lua scripts that make each write atomic
 - ``_client.py``: the redis-py client: built from a URL with bounded waits, or passed in
 """
 

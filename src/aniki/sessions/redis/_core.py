@@ -52,6 +52,7 @@ from ..base import SessionInfo
 from ..memory import meta_json
 from . import _scripts as scripts
 from ._client import DEFAULT_TIMEOUT, check_url, import_redis
+from ._guarded import guarded, settled
 from ._scripts import Script
 
 __all__ = [
@@ -67,6 +68,9 @@ __all__ = [
 
 SWAP_ROUNDS = 3
 """Tries of a meta compare-and-swap whose stored text keeps changing to equal values."""
+
+_MOVED = 2
+"""An append-after script's status when another message (or none) is last: nothing written."""
 
 T = TypeVar("T")
 
@@ -143,11 +147,19 @@ class RedisCore:
 
     # --- flows -----------------------------------------------------------------------
 
-    def append(self, messages: Sequence[Message]) -> Flow[None]:
+    def append(self, messages: Sequence[Message], after: str | None = None) -> Flow[bool]:
+        """Append ``messages``; with ``after`` (an id, or ``''`` for none), only after the
+        message with that id: whether they were appended."""
         if not messages:
-            return
-        reply = yield Eval(scripts.APPEND, self.keys, self._append_args(messages))
+            return True
+        script = scripts.APPEND if after is None else scripts.APPEND_AFTER
+        args = self._append_args(messages, *(() if after is None else (after,)))
+        script, args = guarded(self, script, args)
+        reply = yield Eval(script, self.keys, args)
         self.check(reply)
+        settled(self, reply)
+        if int(reply[0]) == _MOVED:
+            return False
         count, gen = int(reply[1]), _text(reply[2])
         # Extend the cache only when our batch sits right after it; otherwise the next read
         # fetches whatever another writer added in between.
@@ -155,6 +167,20 @@ class RedisCore:
         if cache.generation in (None, gen) and cache.position + len(messages) == count:
             cache.generation = gen
             cache.extend(messages, count)
+        return True
+
+    def append_after(
+        self, messages: Sequence[Message], after: str | None, read: bool, limit: int | None
+    ) -> Flow[tuple[Message, ...] | None]:
+        """:meth:`append` (with ``read``, :meth:`append_then_read`) only after the message
+        whose id is ``after`` (``None``: none is stored): ``None`` when another is last;
+        without ``read``, ``messages``."""
+        mark = "" if after is None else after
+        if read and messages and (limit is None or limit > 0):
+            return (yield from self._append_read(messages, limit, mark))
+        if not (yield from self.append(messages, mark)):
+            return None
+        return (yield from self.read(limit)) if read else tuple(messages)
 
     def append_then_read(
         self, messages: Sequence[Message], limit: int | None
@@ -163,11 +189,26 @@ class RedisCore:
         plain = unfused(messages, limit, self.append, self.read)
         if plain is not None:
             return (yield from plain)
+        found = yield from self._append_read(messages, limit, None)
+        assert found is not None  # only an append after a named message is refused
+        return found
+
+    def _append_read(
+        self, messages: Sequence[Message], limit: int | None, after: str | None
+    ) -> Flow[tuple[Message, ...] | None]:
+        """:meth:`append_then_read` of a batch and a limit it fuses; with ``after``, as
+        :meth:`append` (``None`` when another message is last)."""
         cache = self.cache
         tail = limit if limit is not None and cache.generation is None else 0
-        args = self._append_args(messages, cache.generation or "", cache.position, tail)
-        reply = yield Eval(scripts.APPEND_READ, self.keys, args)
+        between: tuple[str | int, ...] = (cache.generation or "", cache.position, tail)
+        script = scripts.APPEND_READ if after is None else scripts.APPEND_READ_AFTER
+        args = self._append_args(messages, *between, *(() if after is None else (after,)))
+        script, args = guarded(self, script, args)
+        reply = yield Eval(script, self.keys, args)
         self.check(reply)
+        settled(self, reply)
+        if int(reply[0]) == _MOVED:
+            return None
         count, gen, start, records = int(reply[1]), _text(reply[2]), int(reply[3]), reply[4]
         if start < 0:  # a resent batch, applied before: where it sits is unknown here
             return (yield from self.read(limit))

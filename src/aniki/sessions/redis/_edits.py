@@ -30,7 +30,7 @@ from ...errors import StoreUnavailableError, UserError
 from ...messages import Message
 from .._codec import SCHEMA_VERSION, decode_message
 from .._edits import FORK_SKIPPED_META, forked_count, taken
-from . import _scripts as scripts
+from . import _edit_scripts as scripts
 from ._core import Eval, Flow, RedisCore, _text, new_token
 
 __all__ = ["fork", "undo"]

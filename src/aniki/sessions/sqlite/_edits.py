@@ -4,25 +4,35 @@ so another process sees the session before or after it, never in between.
 A fork copies the source's rows (their text holds each message's id and time) into the
 target's block of keys, and its meta rows except :data:`~aniki.sessions._edits.FORK_SKIPPED_META`.
 An undo deletes the rows from the last user message on and bumps the session's generation,
-so every instance's cache starts over on its next read (as after a clear).
+so every instance's cache starts over on its next read (as after a clear). An append after a
+named message (``append_after``, for an encrypted session's chain) checks the last row in the
+same transaction, so it lands after exactly that message or not at all.
+
+Under a run's turn guard (:mod:`aniki.sessions._guard`) an append reads the session's
+generation in its own transaction, one lookup by key: an undo since the run stored its
+question has bumped it, and the answer is refused.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 
 from ...messages import Message
 from .._codec import decode_message
 from .._edits import FORK_SKIPPED_META, forked_count, taken
-from ._db import BLOCK, Database
+from .._guard import admit, in_force
+from ._db import _APPEND, BLOCK, Database
 
-__all__ = ["fork_rows", "undo_rows"]
+__all__ = ["append_after", "append_rows", "fork_rows", "undo_rows"]
 
 _SESSION = "SELECT number, generation FROM aniki_sessions WHERE id = ?"
+_GENERATION = "SELECT generation FROM aniki_sessions WHERE number = ?"
 _ROWS = "SELECT key, body, created_at FROM aniki_messages WHERE key > ? AND key < ? ORDER BY key"
 _NEWEST_FIRST = "SELECT key, body FROM aniki_messages WHERE key > ? AND key < ? ORDER BY key DESC"
 _ANY = "SELECT 1 FROM aniki_messages WHERE key > ? AND key < ? LIMIT 1"
+_LAST = "SELECT body FROM aniki_messages WHERE key > ? AND key < ? ORDER BY key DESC LIMIT 1"
 _INSERT = "INSERT INTO aniki_messages (key, body, created_at) VALUES (?, ?, ?)"
 _COPY_META = (
     "INSERT INTO aniki_session_meta (session_id, key, value) SELECT ?, key, value"
@@ -79,6 +89,45 @@ def undo_rows(db: Database, session_id: str) -> list[Message]:
                 removed.reverse()
                 return removed
         return []
+
+
+def append_after(
+    db: Database, number: int, bodies: list[str], after: str | None, now: float
+) -> bool:
+    """Append ``bodies`` to session ``number`` only if its last message has the id ``after``
+    (``None``: it holds none), in one write transaction; whether they were appended."""
+    low = number * BLOCK
+    with db.transaction(write=True) as conn:
+        row = conn.execute(_LAST, (low, low + BLOCK)).fetchone()
+        found = None if row is None else _decoded(db, row[0]).id or ""  # "": never named
+        if found != after:
+            return False
+        _admit(conn, db, number)  # a turn guard's mark is taken by a write that is made
+        conn.executemany(_APPEND, [(low, low + BLOCK, body, now) for body in bodies])
+        return True
+
+
+def append_rows(db: Database, number: int, bodies: list[str]) -> None:
+    """Append encoded messages to session ``number`` in one transaction (one statement for
+    one message); under a turn guard, checked against the session's generation first."""
+    now = time.time()
+    if not in_force():
+        if len(bodies) == 1:
+            db.append_one(number, bodies[0], now)
+        else:
+            db.append(number, bodies, now)
+        return
+    low = number * BLOCK
+    with db.transaction(write=True) as conn:
+        _admit(conn, db, number)
+        conn.executemany(_APPEND, [(low, low + BLOCK, body, now) for body in bodies])
+
+
+def _admit(conn: sqlite3.Connection, db: Database, number: int) -> None:
+    """The turn guard's check (:func:`~aniki.sessions._guard.admit`), inside a write."""
+    if in_force():
+        (generation,) = conn.execute(_GENERATION, (number,)).fetchone()
+        admit((db, number), generation)
 
 
 def _rows(cursor: sqlite3.Cursor) -> Iterator[tuple[int, str]]:

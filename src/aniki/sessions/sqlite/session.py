@@ -40,15 +40,13 @@ from types import TracebackType
 from typing import Any
 
 from ..._stamps import stamp, stamp_one
-from ...errors import CorruptStoreError, UserError
+from ...errors import CorruptStoreError
 from ...messages import Message, MessageLike, to_message
 from .._codec import (
     Durability,
     check_durability,
     check_limit,
     check_meta_key,
-    check_path,
-    check_seconds,
     check_session_id,
     decode_message,
     decode_meta,
@@ -61,7 +59,8 @@ from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
 from ._db import Database, database_for
-from ._edits import fork_rows, undo_rows
+from ._edits import append_after, append_rows, fork_rows, undo_rows
+from ._options import absolute_path, check_timeout
 from ._pages import read_page
 
 __all__ = ["SQLiteSession", "SQLiteStore"]
@@ -75,46 +74,6 @@ def _decode_meta(db: Database, text: str) -> Any:
     except CorruptStoreError as exc:
         db.damaged(exc)
         raise
-
-
-def _absolute(path: str | os.PathLike[str]) -> Path:
-    """The database path, absolute; :class:`~aniki.UserError` when it can never be a file."""
-    text = check_path(path, "the database path")
-    if not text:
-        raise UserError("the database path is empty; pass a file path such as 'aniki.db'")
-    absolute = Path(os.path.abspath(os.path.expanduser(text)))
-    if os.path.isdir(absolute):
-        raise UserError(
-            f"the database path {str(absolute)!r} is a directory; pass the path of a database "
-            f"file, such as {str(absolute / 'aniki.db')!r}"
-        )
-    _check_ancestors(absolute)
-    return absolute
-
-
-def _check_ancestors(path: Path) -> None:
-    # The nearest existing ancestor must be a directory: below a file nothing can be created.
-    for parent in path.parents:
-        if os.path.exists(parent):
-            if not os.path.isdir(parent):
-                raise UserError(
-                    f"{str(parent)!r} is a file, not a directory, so {str(path)!r} cannot be "
-                    "created; pick a path inside a directory"
-                )
-            return
-
-
-_MAX_TIMEOUT = 2_147_483.0
-"""SQLite waits in milliseconds held in a 32-bit int: a longer timeout would overflow into
-no wait at all (measured: ``timeout=1e10`` gave up at once on a locked file)."""
-
-
-def _check_timeout(timeout: object) -> float:
-    """``timeout`` as seconds; :class:`~aniki.UserError` unless it is a finite number from 0
-    to :data:`_MAX_TIMEOUT`."""
-    return check_seconds(
-        timeout, name="timeout", waits_for="another process's write", most=_MAX_TIMEOUT, zero=True
-    )
 
 
 class SQLiteSession:
@@ -146,9 +105,9 @@ class SQLiteSession:
         timeout: float = 5.0,
     ) -> None:
         self._id = check_session_id(id)
-        self._path = _absolute(path)
+        self._path = absolute_path(path)
         self._durability = check_durability(durability)
-        self._timeout = _check_timeout(timeout)
+        self._timeout = check_timeout(timeout)
         self._db: Database | None = None
         self._cache: list[Message] = []
         self._snapshot: tuple[Message, ...] | None = ()
@@ -180,7 +139,7 @@ class SQLiteSession:
         number = self._number
         if number is None:
             number = self._number = db.register(self._id)
-        db.append_one(number, body, time.time())
+        append_rows(db, number, [body])
         own = self._own  # see _append
         if len(own) > _OWN_LIMIT:
             own.clear()
@@ -191,6 +150,27 @@ class SQLiteSession:
         batch = stamp(to_messages(messages))
         if batch:
             self._append(batch, [encode_message(message) for message in batch])
+
+    def _add_after(
+        self,
+        messages: list[Message],
+        after: str | None,
+        *,
+        read: bool = False,
+        limit: int | None = None,
+    ) -> tuple[Message, ...] | None:
+        """``add_messages``, in one write transaction with the check that the last message
+        stored has the id ``after`` (``None``: none is stored); ``None``, writing nothing, if
+        not. See :class:`aniki.sessions._chain.AppendsAfter`."""
+        batch = stamp(to_messages(messages))
+        db = self._database
+        with db.lock:
+            if self._number is None:
+                self._number = db.register(self._id)
+            bodies = [encode_message(message) for message in batch]
+            if not append_after(db, self._number, bodies, after, time.time()):
+                return None
+            return self.get_messages(limit) if read else tuple(batch)
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
@@ -337,7 +317,7 @@ class SQLiteSession:
         db = self._database
         if self._number is None:
             self._number = db.register(self._id)
-        db.append(self._number, bodies, time.time())
+        append_rows(db, self._number, bodies)
         # Remember what this instance wrote, so reading it back needs no decoding (equal
         # text means an equal message). Bounded, for an instance that only ever writes.
         own = self._own
@@ -399,9 +379,9 @@ class SQLiteStore:
         durability: Durability = "normal",
         timeout: float = 5.0,
     ) -> None:
-        self._path = _absolute(path)
+        self._path = absolute_path(path)
         self._durability = check_durability(durability)
-        self._timeout = _check_timeout(timeout)
+        self._timeout = check_timeout(timeout)
 
     @property
     def path(self) -> Path:

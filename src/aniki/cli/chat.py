@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from ._common import (
     cli_message,
     console,
     default_store_url,
+    err_console,
     fail,
     handle_errors,
     plain,
@@ -35,6 +37,10 @@ from ._common import (
 from ._stores import open_store_session
 
 __all__ = ["chat", "resolve_provider"]
+
+_EXIT_WAIT = 2.0
+"""Seconds the chat's loop is given at exit to finish what the replies left running on it
+(an HTTP response being closed) and to close the provider's client."""
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 
@@ -53,7 +59,7 @@ HELP = """\
           with the tokens read from and written to the provider's prompt cache
 /context  after each reply, what each model call was sent: messages, tokens, whether the
           prompt-cache prefix was kept, and the share the provider served from cache (toggle)
-/clear    delete this session's history
+/clear    delete this session's history (asks first; /clear --yes does not)
 /exit     leave (Ctrl-D works too); Ctrl-C stops a reply in progress"""
 
 
@@ -200,10 +206,14 @@ class _Chat:
                     continue
                 self.turn(entered)
         finally:
-            self.loop_.close()
+            try:
+                self.loop_.run_until_complete(_wind_down())
+            finally:
+                self.loop_.close()
 
     def command(self, entered: str) -> bool:
-        name = entered.split()[0].lower()
+        words = entered.split()
+        name = words[0].lower()
         if name in ("/exit", "/quit"):
             return False
         if name == "/history":
@@ -212,8 +222,7 @@ class _Chat:
             for message in self.stored.get_messages():
                 _print_message(message)
         elif name == "/clear":
-            self.stored.clear()
-            console.print("history cleared")
+            self.clear(confirmed=any(word in ("-y", "--yes") for word in words[1:]))
         elif name == "/tokens":
             self.tokens()
         elif name == "/context":
@@ -226,6 +235,34 @@ class _Chat:
         else:
             console.print(f"unknown command {text(name)}; /help lists them")
         return True
+
+    def clear(self, *, confirmed: bool) -> None:
+        """Delete the history once the user said yes, as ``aniki sessions rm`` asks."""
+        count = len(self.stored.get_messages())
+        if not count:
+            console.print("the history is already empty")
+            return
+        session_id = self.stored.id
+        if not confirmed:
+            if not sys.stdin.isatty():
+                err_console.print(
+                    f"[bold red]error:[/] not deleting the {count} messages of "
+                    f"{text(repr(session_id))} without a confirmation"
+                )
+                err_console.print(
+                    "type /clear --yes to delete from a script (no terminal to ask on)",
+                    markup=False,
+                )
+                return
+            try:
+                confirmed = click.confirm(f"delete {count} messages of {plain(repr(session_id))}?")
+            except click.Abort:  # Ctrl-C or Ctrl-D at the question: a no
+                console.print()
+            if not confirmed:
+                console.print("kept the history")
+                return
+        self.stored.clear()
+        console.print("history cleared")
 
     def tokens(self) -> None:
         everything: Sequence[Message] = self.stored.get_messages()
@@ -291,6 +328,37 @@ class _Chat:
     def print_context(self) -> None:
         for number, report in enumerate(self.last_reports, start=1):
             console.print(f"[dim]call {number}: {text(report.describe())}[/]")
+
+
+async def _wind_down() -> None:
+    """Shut the chat's loop down as ``asyncio.run`` does, leaving nothing pending on it.
+
+    A vendor's stream generators that a reply did not close are finalized by the collector,
+    each with a task that closes its HTTP response; one made as the last reply ended is
+    still pending when the chat leaves, and closing the loop over it printed "Task was
+    destroyed but it is pending!". Those tasks finish first (within a bound), then
+    ``shutdown_asyncgens()`` closes the provider's client, which waits for it.
+    """
+    loop = asyncio.get_running_loop()
+    await _finish_tasks(loop.time() + _EXIT_WAIT / 2)
+    await loop.shutdown_asyncgens()
+    await _finish_tasks(loop.time() + _EXIT_WAIT / 2)
+
+
+async def _finish_tasks(deadline: float) -> None:
+    """Wait until every other task of the loop is done, those made meanwhile included; at
+    ``deadline``, cancel what is left."""
+    loop = asyncio.get_running_loop()
+    while others := asyncio.all_tasks() - {asyncio.current_task()}:
+        if loop.time() >= deadline:
+            for task in others:
+                task.cancel()
+            await asyncio.wait(others, timeout=_EXIT_WAIT / 4)
+            break
+        await asyncio.wait(others, timeout=deadline - loop.time())
+        for task in others:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: a failed clean-up is not worth a traceback
 
 
 def _prompt() -> str:

@@ -6,10 +6,12 @@ stay out of the project's ``.venv``::
 
     python3 scripts/live_server.py setup     # install it (once per machine; then a no-op)
     python3 scripts/live_server.py status    # where it is, or why it cannot be used
-    python3 scripts/live_server.py serve     # run it in the foreground until Ctrl-C
+    python3 scripts/live_server.py serve [--port N] [--log PATH]
+                                             # run it until Ctrl-C, SIGTERM or SIGHUP
 
 ``setup`` installs llama-cpp-python from a wheel kept in ``~/.cache/aniki/wheels``; when there is
-none it builds one there first, from source (about five minutes on two cores, once per machine).
+none it builds one there first, from source (about ten minutes on two cores, once per machine),
+saying how far it got every half minute.
 When that is impossible (no compiler, say) it says why and exits 0, so that the rest of the test
 suite still runs and the live tests skip with that reason; under CI (``CI=true``) it exits 1.
 ``ANIKI_LIVE=0`` turns the live tier off; ``ANIKI_LIVE_HOME`` moves the cache directory.
@@ -25,10 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import platform
-import re
 import shutil
 import socket
 import subprocess
@@ -37,10 +39,28 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import IO
+
+
+def _sibling(name: str) -> ModuleType:
+    # scripts/ is not a package and this file is loaded by path (tests, bench): so is its
+    # sibling, once per process.
+    key = f"aniki_{name.lstrip('_')}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        sys.modules[key] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[key])
+    return sys.modules[key]
+
+
+_logs = _sibling("_live_logs")
+PromptEval = _logs.PromptEval
+parse_prompt_evals = _logs.parse_prompt_evals
 
 LLAMA_CPP_VERSION = "0.3.36"
 SMOLLM2_VERSION = "0.1.2"
@@ -48,7 +68,7 @@ MODEL_NAME = "smollm2-135m-instruct"
 """What requests name the model (the server serves one model and accepts any name)."""
 
 BUILD_TIMEOUT = 45 * 60
-"""Seconds the llama-cpp-python build may take (about five minutes on two cores)."""
+"""Seconds the llama-cpp-python build may take (9.5 minutes measured on two cores)."""
 INSTALL_TIMEOUT = 10 * 60
 LOCK_TIMEOUT = BUILD_TIMEOUT + INSTALL_TIMEOUT
 """Seconds to wait for another process's set-up (which may be building) to finish."""
@@ -179,7 +199,15 @@ class _SetupFailed(Exception):
     pass
 
 
-def _run(cmd: Sequence[str | Path], log: IO[str], *, timeout: float, what: str) -> None:
+def _run(
+    cmd: Sequence[str | Path],
+    log: IO[str],
+    *,
+    timeout: float,
+    what: str,
+    report: Callable[[str], None] | None = None,
+) -> None:
+    """Run ``cmd``, its output to ``log``; with ``report``, say how far it got now and then."""
     log.write(f"\n$ {' '.join(map(str, cmd))}\n")
     log.flush()
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -189,15 +217,20 @@ def _run(cmd: Sequence[str | Path], log: IO[str], *, timeout: float, what: str) 
     if flags and "CMAKE_ARGS" not in env:
         env["CMAKE_ARGS"] = flags
     try:
-        subprocess.run(
-            [str(part) for part in cmd],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            timeout=timeout,
-            check=True,
-        )
+        if report is None:
+            subprocess.run(
+                [str(part) for part in cmd],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                timeout=timeout,
+                check=True,
+            )
+        else:
+            _logs.run_reporting(
+                [str(part) for part in cmd], log=log, env=env, timeout=timeout, report=report
+            )
     except subprocess.TimeoutExpired as exc:
         raise _SetupFailed(f"{what} took more than {timeout / 60:.0f} minutes") from exc
     except subprocess.CalledProcessError as exc:
@@ -244,23 +277,30 @@ def _build_wheel(python: Path, log: IO[str]) -> Path:
         raise
 
 
+def _say_progress(text: str) -> None:
+    print(f"building llama-cpp-python: {text}", file=sys.stderr, flush=True)
+
+
 def _build_wheel_once(python: Path, log: IO[str]) -> Path:
     print(
         f"building llama-cpp-python {LLAMA_CPP_VERSION} from source into {wheel_dir()} "
-        "(once per machine; about five minutes on two cores)",
+        f"(once per machine; about ten minutes on two cores; log: {setup_log()})",
         file=sys.stderr,
+        flush=True,
     )
     wheel_dir().mkdir(parents=True, exist_ok=True)
     # Built aside and moved in whole, so an interrupted build never looks like a cached wheel.
     with tempfile.TemporaryDirectory(dir=wheel_dir(), prefix=".build-") as scratch:
         _run(
             # --no-cache-dir: pip's own cache of built wheels is keyed by the source, not by
-            # CMAKE_ARGS, and would hand back a wheel built for other CPU features.
-            [python, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "-w", scratch,
+            # CMAKE_ARGS, and would hand back a wheel built for other CPU features. -v: the
+            # compiler's progress lines, which the progress report reads.
+            [python, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir", "-w", scratch,
              f"llama-cpp-python=={LLAMA_CPP_VERSION}"],
             log,
             timeout=BUILD_TIMEOUT,
             what=f"building llama-cpp-python {LLAMA_CPP_VERSION}",
+            report=_say_progress,
         )  # fmt: skip
         built = sorted(Path(scratch).glob("llama_cpp_python-*.whl"))
         if not built:
@@ -367,59 +407,6 @@ def _print_tail(path: Path, lines: int = 30) -> None:
         print("\n".join(tail), file=sys.stderr)
 
 
-# --- the server log ------------------------------------------------------------------------
-
-_PREFIX_HIT = re.compile(
-    r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval"
-)
-_FULLY_CACHED = re.compile(r"Llama\.generate: full prompt already cached")
-_NO_REUSE = re.compile(r"Llama\.generate: \d+ prefix-match found but partial kv removal")
-_PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
-
-
-@dataclass(frozen=True)
-class PromptEval:
-    """How the server handled one request's prompt, read from its verbose log."""
-
-    reused_tokens: int | None
-    """Prompt tokens taken from the KV cache (the prefix this prompt shares with what the
-    server evaluated last); ``None`` when the whole prompt was cached (its length is not
-    logged then)."""
-    evaluated_tokens: int
-    """Prompt tokens the server computed."""
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        """The prompt's length in tokens (``None`` when it is not known: see above)."""
-        if self.reused_tokens is None:
-            return None
-        return self.reused_tokens + self.evaluated_tokens
-
-
-def parse_prompt_evals(log: str) -> list[PromptEval]:
-    """One :class:`PromptEval` per completion request in a verbose llama-cpp-python log.
-
-    Each request ends with llama.cpp's timing block (``prompt eval time = ... / N tokens``);
-    before it, ``Llama.generate`` says how much of the prompt it found in the KV cache
-    (``P prefix-match hit, remaining M prompt tokens to eval``) unless it found none. The
-    timing's token count is at least 1 even when nothing was evaluated, so the prefix line's
-    figures win when there is one.
-    """
-    evals: list[PromptEval] = []
-    pending: PromptEval | None = None
-    for line in log.splitlines():
-        if match := _PREFIX_HIT.search(line):
-            pending = PromptEval(int(match[1]), int(match[2]))
-        elif _FULLY_CACHED.search(line):
-            pending = PromptEval(None, 0)
-        elif _NO_REUSE.search(line):
-            pending = None
-        elif match := _PROMPT_EVAL.search(line):
-            evals.append(pending if pending is not None else PromptEval(0, int(match[1])))
-            pending = None
-    return evals
-
-
 # --- the server ----------------------------------------------------------------------------
 
 
@@ -467,13 +454,14 @@ class LlamaServer:
         n_ctx: int = 2048,
         threads: int | None = None,
         timeout: float = 90.0,
+        port: int | None = None,
     ) -> Iterator[LlamaServer]:
         """Start a server, wait (at most ``timeout`` seconds) until it answers, stop it after.
 
         Raises :class:`LiveUnavailable` when it is not installed and :class:`LiveServerError`
         when it does not come up.
         """
-        server = cls.launch(log_path, runtime=runtime, n_ctx=n_ctx, threads=threads)
+        server = cls.launch(log_path, runtime=runtime, n_ctx=n_ctx, threads=threads, port=port)
         try:
             server.wait_ready(timeout)
             yield server
@@ -488,10 +476,12 @@ class LlamaServer:
         runtime: Runtime | None = None,
         n_ctx: int = 2048,
         threads: int | None = None,
+        port: int | None = None,
     ) -> LlamaServer:
-        """Start the process (not waiting for it: see :meth:`wait_ready`)."""
+        """Start the process (not waiting for it: see :meth:`wait_ready`), on ``port`` or a
+        free one."""
         runtime = runtime or find_runtime()
-        port = free_port()
+        port = port or free_port()
         threads = threads or max(1, min(4, os.cpu_count() or 1))
         command = [
             str(runtime.python), "-m", "llama_cpp.server",
@@ -500,6 +490,9 @@ class LlamaServer:
             "--n_ctx", str(n_ctx),
             "--n_threads", str(threads),
             "--verbose", "true",  # the per-request prefix and timing lines the tests read
+            # Its default ends a stream with a bare [DONE] as soon as another request waits:
+            # concurrent streams would be cut short instead of taking turns.
+            "--interrupt_requests", "false",
         ]  # fmt: skip
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "wb") as log:
@@ -580,31 +573,9 @@ class LlamaServer:
             time.sleep(0.05)
 
 
-def _serve() -> int:
-    log = live_dir() / "serve.log"
-    with LlamaServer.start(log) as server:
-        print(f"serving {MODEL_NAME} at {server.base_url} (log: {log}); Ctrl-C stops it")
-        with contextlib.suppress(KeyboardInterrupt):
-            server.process.wait()
-    return 0
-
-
 def main(argv: Sequence[str]) -> int:
-    command = argv[0] if argv else "setup"
-    if command == "setup":
-        return setup()
-    if command == "status":
-        try:
-            runtime = find_runtime()
-        except LiveUnavailable as exc:
-            print(exc)
-            return 1
-        print(f"python: {runtime.python}\nmodel: {runtime.model}")
-        return 0
-    if command == "serve":
-        return _serve()
-    print(f"usage: {Path(__file__).name} [setup|status|serve]", file=sys.stderr)
-    return 2
+    """The command line: ``setup``, ``status``, ``serve`` (see ``_live_cli.py``)."""
+    return int(_sibling("_live_cli").main(argv, sys.modules[__name__]))
 
 
 if __name__ == "__main__":

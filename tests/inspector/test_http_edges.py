@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aniki import Message, Usage
-from aniki.sessions import open_store
+from aniki.sessions import SQLiteSession
 
 from .test_http import fetch, page, text_of
 
@@ -21,17 +21,16 @@ from aniki.inspector._serve import running
 
 def _store(tmp_path: Path, usages: list[Usage], *, name: str = "s") -> str:
     """A SQLite store whose session ``name`` has a turn per usage."""
-    url = f"sqlite:///{tmp_path / 'chats.db'}"
-    with open_store(url) as store:
-        session = store.session(name)
-        for number, usage in enumerate(usages):
-            session.add_messages(
-                [
-                    Message("user", f"question {number}"),
-                    Message("assistant", f"answer {number}", model="m", usage=usage),
-                ]
-            )
-    return url
+    session = SQLiteSession(name, path=tmp_path / "chats.db")
+    for number, usage in enumerate(usages):
+        session.add_messages(
+            [
+                Message("user", f"question {number}"),
+                Message("assistant", f"answer {number}", model="m", usage=usage),
+            ]
+        )
+    session.close()
+    return f"sqlite:///{tmp_path / 'chats.db'}"
 
 
 def _totals(html: str) -> str:

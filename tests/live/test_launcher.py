@@ -1,7 +1,10 @@
-"""The live tier's plumbing, without a server: the log parser and the set-up's verdicts."""
+"""The live tier's plumbing, without a server: the log parser, the set-up's verdicts and
+the build's progress reports."""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -125,7 +128,7 @@ def test_a_failed_build_is_not_retried_on_every_run_outside_ci(
 ) -> None:
     builds: list[str] = []
 
-    def run(cmd, log, *, timeout, what):  # type: ignore[no-untyped-def]
+    def run(cmd, log, *, timeout, what, report=None):  # type: ignore[no-untyped-def]
         if "wheel" in map(str, cmd):
             builds.append(what)
             log.write("CMake Error: something went wrong\n")
@@ -148,3 +151,65 @@ def test_a_failed_build_is_not_retried_on_every_run_outside_ci(
     monkeypatch.setenv("CI", "true")  # CI always tries, and fails when the build does
     assert live_server.setup() == 1
     assert len(builds) == 2
+
+
+BUILD = """\
+import pathlib, sys, time
+print("Building wheel for llama-cpp-python (pyproject.toml)", flush=True)
+print("[1/4] Building C object vendor/ggml.c.o", flush=True)
+print("[2/4] Building CXX object vendor/llama.cpp.o", flush=True)
+deadline = time.monotonic() + 60
+while not pathlib.Path(sys.argv[1]).exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+print("[4/4] Linking CXX shared library libllama.so", flush=True)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def test_a_long_build_says_how_far_it_got(tmp_path: Path) -> None:
+    """The build (ten minutes on two cores) reports its step every so often, read from
+    the compiler's progress lines, and its whole output still reaches the log."""
+    import sys
+
+    script, seen = tmp_path / "build.py", tmp_path / "seen"
+    script.write_text(BUILD)
+    reports: list[str] = []
+
+    def report(text: str) -> None:
+        reports.append(text)
+        if "step 2 of 4" in text:
+            seen.touch()  # the build goes on only once its progress was reported
+
+    with open(tmp_path / "setup.log", "w") as log:
+        live_server._logs.run_reporting(
+            [sys.executable, str(script), str(seen), "0"],
+            log=log,
+            env=dict(os.environ),
+            timeout=120,
+            report=report,
+            every=0.05,
+        )
+    assert any(re.fullmatch(r"\d+ min \d\d s so far, compiling: step 2 of 4 \(50%\)", r)
+               for r in reports), reports  # fmt: skip
+    logged = (tmp_path / "setup.log").read_text()
+    assert "[2/4] Building CXX" in logged and "[4/4] Linking" in logged
+
+
+def test_a_reported_build_that_fails_or_overruns_is_a_setup_failure(tmp_path: Path) -> None:
+    import sys
+
+    script, seen = tmp_path / "build.py", tmp_path / "seen"
+    script.write_text(BUILD)
+    seen.touch()
+    with open(tmp_path / "setup.log", "w") as log:
+        with pytest.raises(live_server._SetupFailed, match=r"building x failed \(exit 3\)"):
+            live_server._run(
+                [sys.executable, script, seen, "3"], log, timeout=120, what="building x",
+                report=lambda text: None,
+            )  # fmt: skip
+        seen.unlink()  # now it waits (at most a minute) for what never comes
+        with pytest.raises(live_server._SetupFailed, match="building x took more than"):
+            live_server._run(
+                [sys.executable, script, seen, "0"], log, timeout=1, what="building x",
+                report=lambda text: None,
+            )  # fmt: skip

@@ -42,9 +42,8 @@ def session_id(url: str) -> object:
 
 def test_with_on_an_async_store_says_async_with(url: str, session_id: str) -> None:
     store = open_store(url, asynchronous=True)
-    with pytest.raises(UserError) as caught:
-        with store:  # type: ignore[attr-defined]
-            raise AssertionError("the body must not run")
+    with pytest.raises(UserError) as caught, store:  # type: ignore[attr-defined]
+        raise AssertionError("the body must not run")
     error = caught.value
     assert isinstance(error, TypeError)  # what Python raises for a missing __enter__
     assert "is asynchronous: open it with `async with open_store(url, asynchronous=True)" in (
@@ -80,7 +79,6 @@ def test_async_with_on_a_sync_store_says_with(url: str, session_id: str) -> None
 
 def test_the_message_hides_a_password_in_the_url() -> None:
     store = open_store("redis://:Zq9secret@127.0.0.1:1/0", asynchronous=True)
-    with pytest.raises(UserError) as caught:
-        with store:  # type: ignore[attr-defined]
-            pass
+    with pytest.raises(UserError) as caught, store:  # type: ignore[attr-defined]
+        pass
     assert "Zq9secret" not in str(caught.value) and "***" in str(caught.value)

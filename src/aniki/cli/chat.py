@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from .._aio import within
 from ..agent import Agent
 from ..errors import AnikiError, AuthenticationError, StoreError
 from ..events import ReasoningDelta, StreamRestarted, TextDelta, ToolCallStarted
@@ -334,15 +335,17 @@ async def _wind_down() -> None:
     """Shut the chat's loop down as ``asyncio.run`` does, leaving nothing pending on it.
 
     A vendor's stream generators that a reply did not close are finalized by the collector,
-    each with a task that closes its HTTP response; one made as the last reply ended is
-    still pending when the chat leaves, and closing the loop over it printed "Task was
-    destroyed but it is pending!". Those tasks finish first (within a bound), then
-    ``shutdown_asyncgens()`` closes the provider's client, which waits for it.
+    each with a task that closes its HTTP response; one made as the last reply ended can
+    still be pending when the chat leaves, and closing the loop over it would destroy it
+    ("Task was destroyed but it is pending!"). Those tasks finish first, then
+    ``shutdown_asyncgens()`` closes the provider's client, which waits for it; each step
+    within a bound.
     """
     loop = asyncio.get_running_loop()
-    await _finish_tasks(loop.time() + _EXIT_WAIT / 2)
-    await loop.shutdown_asyncgens()
-    await _finish_tasks(loop.time() + _EXIT_WAIT / 2)
+    await _finish_tasks(loop.time() + _EXIT_WAIT / 3)
+    with contextlib.suppress(asyncio.TimeoutError):
+        await within(_EXIT_WAIT / 3, loop.shutdown_asyncgens())
+    await _finish_tasks(loop.time() + _EXIT_WAIT / 3)
 
 
 async def _finish_tasks(deadline: float) -> None:
@@ -350,15 +353,16 @@ async def _finish_tasks(deadline: float) -> None:
     ``deadline``, cancel what is left."""
     loop = asyncio.get_running_loop()
     while others := asyncio.all_tasks() - {asyncio.current_task()}:
-        if loop.time() >= deadline:
+        late = loop.time() >= deadline
+        if late:
             for task in others:
                 task.cancel()
-            await asyncio.wait(others, timeout=_EXIT_WAIT / 4)
-            break
-        await asyncio.wait(others, timeout=deadline - loop.time())
+        await asyncio.wait(others, timeout=_EXIT_WAIT / 4 if late else deadline - loop.time())
         for task in others:
             if task.done() and not task.cancelled():
                 task.exception()  # retrieved: a failed clean-up is not worth a traceback
+        if late:
+            return
 
 
 def _prompt() -> str:
@@ -369,8 +373,6 @@ def _prompt() -> str:
     only as long as the chat. The prompt goes through :func:`input` so that readline knows
     its width; colour codes are wrapped in ``\\001``/``\\002`` so it does not count them.
     """
-    import sys
-
     if not sys.stdin.isatty():
         return "you> "
     with contextlib.suppress(ImportError):  # not on every platform

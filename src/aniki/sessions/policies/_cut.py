@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...messages import Message
-from ._select import Cost, select_start
+from ._select import Cost, opens, select_start
 from ._summary import message_digest
 
 __all__ = [
@@ -226,25 +226,6 @@ def _fits(messages: Sequence[Message], limit: int, cost: Cost) -> bool:
     return True
 
 
-def _opens(window: Sequence[Message], start: int, complete: bool) -> bool | None:
-    """Whether a view may start at ``window[start]``: no tool result in ``window[start:]``
-    answers a call made before it. ``None`` when a partial window holds a result whose call it
-    does not show: the call lies before the window, or nowhere (then the result cannot be
-    made valid, and is ignored as :func:`select_start` ignores it); fetch more to tell."""
-    made: set[str] = set()
-    earlier: set[str] | None = None
-    for message in window[start:]:
-        if message.role == "tool" and message.tool_call_id not in made:
-            if earlier is None:
-                earlier = {call.id for m in window[:start] for call in m.tool_calls}
-            if message.tool_call_id in earlier:
-                return False
-            if not complete:
-                return None
-        made.update(call.id for call in message.tool_calls)
-    return True
-
-
 def _find(
     found: Found | None, window: Sequence[Message], complete: bool
 ) -> tuple[int | None, int | None] | None:
@@ -255,7 +236,7 @@ def _find(
     if at is not None and isinstance(found, CutRecord):
         # A stored cut is a hint: one that starts no valid view, or whose position the
         # window contradicts, is ignored like an unreadable one.
-        valid = _opens(window, at, complete)
+        valid = opens(window, at, complete)
         if valid is None:
             return None
         position = found.position

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ...messages import Message
 
-__all__ = ["Cost", "cut_points", "select_start", "unit_cost"]
+__all__ = ["Cost", "cut_points", "opens", "select_start", "unit_cost"]
 
 Cost = Callable[[Message], int]
 """The weight of one message under a limit: ``1`` for a message count, its tokens for a budget."""
@@ -125,3 +125,25 @@ def cut_points(history: Sequence[Message]) -> list[int]:
     points.append(0)
     points.reverse()
     return points
+
+
+def opens(window: Sequence[Message], start: int, complete: bool) -> bool | None:
+    """Whether a view may start at ``window[start]``: no tool result in ``window[start:]``
+    answers a call made before it. ``None`` when a partial window holds a result whose call it
+    does not show: the call lies before the window, or nowhere (then the result cannot be
+    made valid, and is ignored as :func:`select_start` ignores it); fetch more to tell.
+
+    A stored start (a window's cut, a summary's end) is checked with it before it is trusted.
+    """
+    made: set[str] = set()
+    earlier: set[str] | None = None
+    for message in window[start:]:
+        if message.role == "tool" and message.tool_call_id not in made:
+            if earlier is None:
+                earlier = {call.id for m in window[:start] for call in m.tool_calls}
+            if message.tool_call_id in earlier:
+                return False
+            if not complete:
+                return None
+        made.update(call.id for call in message.tool_calls)
+    return True

@@ -1,4 +1,5 @@
-"""The pure parts of summarizing: the stored record, the summarizer's request, chunking.
+"""The pure parts of summarizing: the stored record and where it applies, the summarizer's
+request, chunking.
 
 No I/O here; :mod:`aniki.sessions.policies.summarizing` does the reading, writing and model calls.
 """
@@ -14,19 +15,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...messages import Message
-from ._select import Cost, cut_points
+from ._select import Cost, cut_points, opens
 
 __all__ = [
     "CLAIM_KEY",
     "DEFAULT_PROMPT",
+    "FETCH_MARGIN",
     "Claim",
     "SUMMARY_KEY",
     "SUMMARY_PREFIX",
     "Summary",
     "chunk_ends",
+    "find_summary",
     "fit_text",
     "message_digest",
+    "place_summary",
     "quote",
+    "recent_window",
     "render_request",
     "summary_message",
 ]
@@ -109,25 +114,86 @@ class Summary:
 
     @classmethod
     def from_record(cls, value: object) -> Summary | None:
-        """The summary a stored record holds, or ``None`` when it is absent or unreadable."""
+        """The summary a stored record holds, or ``None`` when it is absent or unreadable.
+
+        A readable record is still only a hint: :func:`place_summary` and
+        :func:`find_summary` check it against the history before it is used.
+        """
         if value is None:
             return None
-        try:
-            assert isinstance(value, Mapping) and value["version"] == _RECORD_VERSION
-            summary = cls(
-                value["text"],
-                value["covered"],
-                value["anchor"],
-                value["anchor_role"],
-                value["anchor_size"],
+        if isinstance(value, Mapping) and value.get("version") == _RECORD_VERSION:
+            text, covered, anchor = value.get("text"), value.get("covered"), value.get("anchor")
+            role, size = value.get("anchor_role"), value.get("anchor_size")
+            # type() rather than isinstance(): a flag is no count (True would cover 1).
+            if (
+                isinstance(text, str)
+                and isinstance(anchor, str)
+                and isinstance(role, str)
+                and type(covered) is int
+                and covered >= 1
+                and type(size) is int
+                and size >= 0
+            ):
+                return cls(text, covered, anchor, role, size)
+        logger.warning("ignoring an unreadable stored summary record: %.200r", value)
+        return None
+
+
+FETCH_MARGIN = 16
+"""Messages fetched beyond what the last read saw: room for what was appended since."""
+
+
+def recent_window(summary: Summary, known: int) -> int | None:
+    """How many of the last messages to fetch to find where ``summary`` ends, in a history
+    known to hold at least ``known`` messages; ``None`` when it claims to cover more than
+    that, which only the whole history can confirm."""
+    if summary.covered > known:
+        return None
+    return known - summary.covered + 1 + FETCH_MARGIN
+
+
+def find_summary(
+    summary: Summary, window: Sequence[Message], known: int
+) -> tuple[Sequence[Message], int] | None:
+    """The messages after ``summary`` in ``window`` (the last messages of a history known to
+    hold at least ``known``) and the history's length.
+
+    ``None`` when the window cannot tell (its last covered message appears twice, or not at
+    all, or a tool result after it answers a call the window does not show), or when the
+    summary does not start a valid view there: read the whole history
+    (:func:`place_summary`). A count the window cannot check is taken as stored: a
+    hand-written one may make the length reported wrong, never the view.
+    """
+    found = [i for i, message in enumerate(window) if summary.ends_with(message)]
+    if len(found) != 1:
+        return None
+    after = found[0] + 1
+    total = summary.covered + len(window) - after
+    if after > summary.covered or total < known or opens(window, after, False) is not True:
+        return None
+    return window[after:], total
+
+
+def place_summary(
+    summary: Summary | None, history: Sequence[Message]
+) -> tuple[Summary | None, Sequence[Message], int]:
+    """``summary`` if it starts a valid view of the whole ``history``, the messages after it
+    and the history's length; without it (``None``) when it does not.
+
+    A stored summary is a hint, like a stored cut: one that no longer matches the history
+    (cleared, replaced, undone) or whose end falls inside a tool exchange is treated as none.
+    """
+    if summary is not None:
+        covered = summary.covered
+        if covered > len(history) or not summary.ends_with(history[covered - 1]):
+            logger.info("the stored summary no longer matches the history (cleared?); ignoring it")
+        elif not opens(history, covered, True):
+            logger.warning(
+                "ignoring a stored summary that ends inside a tool exchange (message %d)", covered
             )
-            assert isinstance(summary.text, str) and isinstance(summary.anchor, str)
-            assert isinstance(summary.covered, int) and summary.covered >= 1
-            assert isinstance(summary.anchor_size, int)
-        except (AssertionError, KeyError, TypeError):
-            logger.warning("ignoring an unreadable stored summary record: %.200r", value)
-            return None
-        return summary
+        else:
+            return summary, history[covered:], len(history)
+    return None, history, len(history)
 
 
 @dataclass(frozen=True, slots=True)

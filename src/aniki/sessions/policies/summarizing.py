@@ -17,7 +17,16 @@ from ..base import AsyncSession, Session
 from ._policy import ReadInfo, accepts_limit, check_positive, check_session
 from ._select import select_start
 from ._summarizer import summarize
-from ._summary import DEFAULT_PROMPT, SUMMARY_KEY, Summary, chunk_ends, summary_message
+from ._summary import (
+    DEFAULT_PROMPT,
+    SUMMARY_KEY,
+    Summary,
+    chunk_ends,
+    find_summary,
+    place_summary,
+    recent_window,
+    summary_message,
+)
 from ._summary_claim import Claims, Lease
 
 if TYPE_CHECKING:
@@ -26,9 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["SummarizingSession"]
 
 logger = logging.getLogger("aniki")
-
-_FETCH_MARGIN = 16
-"""Messages fetched beyond what the last read saw: room for what was appended since."""
 
 _ROUNDS = 8
 """How often a read starts again after another reader's summary changed what it read."""
@@ -49,7 +55,8 @@ class SummarizingSession:
 
     The summary is stored beside the history (the store's ``get_meta`` / ``set_meta``, under
     ``"aniki.summary"``) with how many messages it covers and a fingerprint of the last of
-    them, so it is reused after a restart and dropped if the history is cleared or replaced;
+    them, so it is reused after a restart and dropped if the history is cleared or replaced
+    (or if, written by hand, it would end inside a tool exchange);
     a store without ``get_meta`` keeps it in memory only. Each summary folds the previous one
     and the newly evicted messages, never the whole history. If the summarizer fails, a
     warning is logged, the read falls back to the most recent messages that fit, and the
@@ -311,7 +318,8 @@ class SummarizingSession:
     async def _read_tail(
         self, summary: Summary | None, first: Fetch, added: int
     ) -> tuple[Summary | None, Sequence[Message], int]:
-        """The summary if it still applies, the messages after it, and the history's length.
+        """The summary if it still applies (its end is in the history and starts a valid
+        view: a stored summary is only a hint), the messages after it, and the history's length.
 
         When the last read's length is known, only the recent window is fetched and the
         summary's last message is looked for in it; anything unclear falls back to a full read.
@@ -319,17 +327,16 @@ class SummarizingSession:
         """
         hint = self._total_hint
         if summary is not None and self._limited and hint is not None:
-            wanted = hint + added - summary.covered + 1 + _FETCH_MARGIN
-            window = await first(wanted)
-            if len(window) < wanted:
-                return _place(summary, window)
-            found = [i for i, message in enumerate(window) if summary.ends_with(message)]
-            if len(found) == 1:
-                total = summary.covered + len(window) - found[0] - 1
-                if total >= hint:
-                    return summary, window[found[0] + 1 :], total
-            return _place(summary, await self._fetch(None))
-        return _place(summary, await first(None))
+            wanted = recent_window(summary, hint + added)
+            if wanted is not None:
+                window = await first(wanted)
+                if len(window) < wanted:  # the whole history
+                    return place_summary(summary, window)
+                after = find_summary(summary, window, hint)
+                if after is not None:
+                    return summary, *after
+                return place_summary(summary, await self._fetch(None))
+        return place_summary(summary, await first(None))
 
     def _fits(self, summary: Summary | None, tail: Sequence[Message]) -> bool:
         head = self.counter.count_message(summary_message(summary.text)) if summary else 0
@@ -398,15 +405,3 @@ class SummarizingSession:
 
     def __repr__(self) -> str:
         return f"SummarizingSession({self._inner!r}, max_tokens={self.max_tokens})"
-
-
-def _place(
-    summary: Summary | None, history: Sequence[Message]
-) -> tuple[Summary | None, Sequence[Message], int]:
-    """Where ``summary`` ends in the whole ``history``; ``None`` if it no longer belongs there."""
-    if summary is not None:
-        covered = summary.covered
-        if covered <= len(history) and summary.ends_with(history[covered - 1]):
-            return summary, history[covered:], len(history)
-        logger.info("the stored summary no longer matches the history (cleared?); ignoring it")
-    return None, history, len(history)

@@ -12,6 +12,7 @@ summarizes afresh when the history needs it. A summary that does start a valid v
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from aniki import Message
 from aniki.sessions import InMemorySession
 from aniki.sessions.policies import SummarizingSession
-from aniki.sessions.policies._summary import SUMMARY_KEY, Summary, summary_message
+from aniki.sessions.policies._summary import CLAIM_KEY, SUMMARY_KEY, Claim, Summary, summary_message
 from aniki.tokens import EstimatingCounter
 
 from .histories import assistant, result, user
@@ -236,3 +237,20 @@ async def test_readers_over_a_hostile_summary_make_one_fresh_summary(store: Stor
     expected, fresh = await without_summary(LONG)
     assert summarizer.folded == fresh.folded
     assert tuple(await readers[0].get_messages()) == expected
+
+
+@pytest.mark.parametrize("ahead", [3600.0, 1e12], ids=["an hour", "ages"])
+async def test_a_claim_due_to_outlast_any_lease_is_taken_over(store: Store, ahead: float) -> None:
+    if not store.has_meta:
+        pytest.skip("a store without meta keeps no claim")
+    expected, fresh = await without_summary(LONG)
+    inner = await fill(store, f"summary-claim-{ahead}", LONG)
+    claim = Claim("someone", 0, time.time() + ahead).to_record()
+    await resolve(inner.set_meta(CLAIM_KEY, claim))
+    summarizer = Summarizer()
+    started = time.monotonic()
+    view = tuple(await policy(inner, summarizer).get_messages())
+    # A claim a reader honours holds each new reader for up to a third of a lease (10 s).
+    assert time.monotonic() - started < 5, "the read waited on a claim no reader could hold"
+    assert view == expected
+    assert summarizer.folded == fresh.folded, "not summarized: the hostile claim was honoured"

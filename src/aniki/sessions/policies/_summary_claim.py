@@ -63,7 +63,9 @@ class Claims:
         now = time.time()
         current = await self._get(CLAIM_KEY)
         held = Claim.from_record(current)
-        if held is not None and held.expires > now:
+        # A claim due to run longer than a lease from now (with a lease's worth of clock
+        # skew between machines) was not written by a reader: it is taken over, not waited on.
+        if held is not None and now < held.expires <= now + 2 * self.lease:
             deadline = started + self.lease / 3
             if current != self._stalled and await self._wait(current, held, deadline):
                 return "again"

@@ -20,7 +20,7 @@ EXIT_USAGE = 2
 
 # Makes the provider packages unimportable, as in an install without the openai or
 # anthropic extra, whatever this environment has installed.
-BLOCKER = '''\
+BLOCKER = """\
 import sys
 
 class _NotInstalled:
@@ -30,7 +30,7 @@ class _NotInstalled:
         return None
 
 sys.meta_path.insert(0, _NotInstalled())
-'''
+"""
 
 
 async def run(

@@ -23,7 +23,7 @@ import pydantic
 import pydantic_core
 
 from ._docstrings import parse_docstring
-from ._run.workers import TOOLS
+from ._threads import TOOLS
 from .context import Context
 from .errors import ToolError, UserError
 from .messages import Message, ToolCall

@@ -22,6 +22,7 @@ import pytest
 
 from aniki import Agent, Message, Runner, StoreUnavailableError, UserError, ValidationError
 from aniki._run.session_io import blocks
+from aniki._threads import LANES
 from aniki.sessions import (
     AsyncFileSession,
     AsyncInMemorySession,
@@ -33,7 +34,6 @@ from aniki.sessions import (
     TokenBudgetSession,
     WindowedSession,
 )
-from aniki.sessions._lanes import LANES
 from aniki.sessions.file import session as file_module
 from aniki.sessions.policies._summary import SUMMARY_KEY
 from aniki.sessions.sqlite import _db as _sqlite_db

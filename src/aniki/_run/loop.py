@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._threads import SETUP
 from ..context import Context
 from ..errors import (
     AnikiError,
@@ -44,7 +45,6 @@ from . import observe, session_io
 from .model_stream import stream_response
 from .replies import vetted
 from .subagents import CURRENT_PLAN, handed_off, handoff_answer, handoff_definition, handoff_targets
-from .workers import SETUP
 
 if TYPE_CHECKING:
     from ..agent import Agent, Middleware

@@ -11,7 +11,7 @@ A streamed run keeps its tool turns out of the store until it completes; a polic
 
 The calls of a synchronous store that does I/O (SQLite, files, Redis, PostgreSQL, a custom
 ``Session``; a policy or ``EncryptedSession`` over one) run in a worker thread (see
-:mod:`aniki._run.workers`), so that they never block the event loop: other tasks go on, and
+:mod:`aniki._threads`), so that they never block the event loop: other tasks go on, and
 a run's deadline fires even while the store hangs. An ``AsyncSession`` is awaited on the
 loop, and ``InMemorySession`` (no I/O), with any policy over it, is called inline: a thread
 hop costs tens of microseconds.
@@ -29,10 +29,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._threads import STORES
 from ..errors import TurnUndoneError
 from ..messages import Message
 from ..sessions._guard import HistoryMoved, TurnGuard, guarding
-from .workers import STORES
 
 __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
 

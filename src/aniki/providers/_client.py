@@ -31,7 +31,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from .._run.workers import SETUP
+from .._threads import SETUP
 from ..errors import UserError
 
 __all__ = [

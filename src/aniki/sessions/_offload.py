@@ -2,7 +2,7 @@
 
 :class:`Offloaded` holds one synchronous session (``SQLiteSession``, ``FileSession``) and
 runs each of its methods in a worker thread, in the lane of the session's file
-(:mod:`aniki.sessions._lanes`). The logic, the checks on damaged files and the incremental
+(:mod:`aniki._threads`). The logic, the checks on damaged files and the incremental
 history cache are the sync class's own: written once, used by both.
 
 On the event loop a call only validates its messages and hands them over; every ``sqlite3``
@@ -26,10 +26,10 @@ from contextlib import suppress
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
+from .._threads import LANES
 from ..errors import StoreUnavailableError
 from ..messages import Message, MessageLike, to_message
 from ._codec import check_limit, to_messages
-from ._lanes import LANES
 
 __all__ = ["LocalStore", "Offloaded"]
 

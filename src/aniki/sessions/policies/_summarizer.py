@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..._run.workers import COMPUTE
+from ..._threads import COMPUTE
 from ...messages import Message
 from ...tokens import TokenCounter
 from ..memory import InMemorySession

@@ -71,17 +71,7 @@ class MCPServerStdio(MCPServerBase):
                 attachments, for providers that take them in a tool result (Anthropic,
                 OpenAI Responses); by default they are described in the text.
         """
-        if not isinstance(command, str) or not command:
-            raise UserError(f"command must be a non-empty string, got {command!r}")
-        if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
-            raise UserError("args must be a list of strings, e.g. ['server.py', '--verbose']")
-        if env is not None and not (
-            isinstance(env, Mapping)
-            and all(isinstance(key, str) and isinstance(value, str) for key, value in env.items())
-        ):
-            raise UserError("env must map names to string values")
-        if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
-            raise UserError(f"cwd must be a path, got {type(cwd).__name__}")
+        _check_process(command, args, env, cwd)
         self.command = command
         """The program run."""
         self.args = tuple(args)
@@ -111,6 +101,21 @@ class MCPServerStdio(MCPServerBase):
     def _shown(self) -> str:
         env = f", env=<{len(self._env)} variables>" if self._env else ""
         return f"{self.command!r}, args={list(self.args)!r}{env}"
+
+
+def _check_process(command: object, args: Sequence[str], env: object, cwd: object) -> None:
+    """Refuse a server process described with the wrong types, saying what to pass."""
+    if not isinstance(command, str) or not command:
+        raise UserError(f"command must be a non-empty string, got {command!r}")
+    if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
+        raise UserError("args must be a list of strings, e.g. ['server.py', '--verbose']")
+    if env is not None and not (
+        isinstance(env, Mapping)
+        and all(isinstance(key, str) and isinstance(value, str) for key, value in env.items())
+    ):
+        raise UserError("env must map names to string values")
+    if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
+        raise UserError(f"cwd must be a path, got {type(cwd).__name__}")
 
 
 def _default_name(command: str, args: tuple[str, ...]) -> str:

@@ -16,15 +16,8 @@ from ..messages import Message, Reasoning
 from ..usage import Usage
 from ._anthropic_cache import add_breakpoints
 from ._parts import anthropic_block, anthropic_thinking
-from ._stream import (
-    IncompleteStream,
-    MalformedReply,
-    ToolCallAssembler,
-    require_mapping,
-)
-from ._stream import (
-    optional_text as _text,
-)
+from ._stream import IncompleteStream, MalformedReply, ToolCallAssembler, require_mapping
+from ._stream import optional_text as _text
 from .base import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 __all__ = [

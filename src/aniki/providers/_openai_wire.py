@@ -7,22 +7,15 @@ reads the JSON the server sent (as plain dicts), whole or as stream chunks.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from ..errors import UserError
 from ..messages import Message, Reasoning
 from ..usage import Usage
 from ._parts import kinds, openai_part
-from ._stream import (
-    IncompleteStream,
-    MalformedReply,
-    ToolCallAssembler,
-    require_mapping,
-)
-from ._stream import (
-    optional_text as _text,
-)
+from ._stream import IncompleteStream, MalformedReply, ToolCallAssembler, require_mapping
+from ._stream import optional_text as _text
 from ._strict import strict_schema
 from .base import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
@@ -139,7 +132,7 @@ def response_format(schema: Mapping[str, Any], *, strict: bool = True) -> dict[s
     }
 
 
-def _tool_choice(choice: str, tools: tuple[ToolDefinition, ...]) -> Any:
+def _tool_choice(choice: str, tools: tuple[ToolDefinition, ...], named: NamedTool) -> Any:
     if choice in ("auto", "required", "none"):
         return choice
     if not any(tool.name == choice for tool in tools):
@@ -147,7 +140,11 @@ def _tool_choice(choice: str, tools: tuple[ToolDefinition, ...]) -> Any:
             f"settings tool_choice={choice!r} names no tool of this request; use 'auto', "
             f"'required', 'none' or one of {[tool.name for tool in tools]}"
         )
-    return {"type": "function", "function": {"name": choice}}
+    return named(choice)
+
+
+NamedTool = Callable[[str], dict[str, Any]]
+"""How an API names one tool in ``tool_choice``."""
 
 
 def settings_params(
@@ -159,11 +156,24 @@ def settings_params(
         params[max_tokens_param] = settings["max_tokens"]
     if "stop" in settings:
         params["stop"] = list(settings["stop"])
+    return shared_settings(
+        params, settings, tools, lambda name: {"type": "function", "function": {"name": name}}
+    )
+
+
+def shared_settings(
+    params: dict[str, Any],
+    settings: ModelSettings,
+    tools: tuple[ToolDefinition, ...],
+    named: NamedTool,
+) -> dict[str, Any]:
+    """``params`` with the settings both OpenAI APIs send alike (Chat Completions and
+    Responses): tool options, the timeout, the cache key and ``extra_body``."""
     # OpenAI rejects tool options in a request without tools.
     if tools and "parallel_tool_calls" in settings:
         params["parallel_tool_calls"] = settings["parallel_tool_calls"]
     if tools and "tool_choice" in settings:
-        params["tool_choice"] = _tool_choice(settings["tool_choice"], tools)
+        params["tool_choice"] = _tool_choice(settings["tool_choice"], tools, named)
     if "timeout" in settings:
         params["timeout"] = settings["timeout"]
     if settings.get("prompt_cache_key"):

@@ -28,10 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import UserError
 from ..messages import Message, Reasoning
 from ..usage import Usage
-from ._openai_wire import is_strict_schema, response_format
+from ._openai_wire import is_strict_schema, response_format, shared_settings
 from ._parts import responses_part
 from ._stream import MalformedReply, ReplyFailed, ToolCallAssembler, require_mapping
 from ._stream import optional_text as _text
@@ -134,33 +133,12 @@ def tool_to_wire(tool: ToolDefinition, *, strict: bool = True) -> dict[str, Any]
     return wire
 
 
-def _tool_choice(choice: str, tools: tuple[ToolDefinition, ...]) -> Any:
-    if choice in ("auto", "required", "none"):
-        return choice
-    if not any(tool.name == choice for tool in tools):
-        raise UserError(
-            f"settings tool_choice={choice!r} names no tool of this request; use 'auto', "
-            f"'required', 'none' or one of {[tool.name for tool in tools]}"
-        )
-    return {"type": "function", "name": choice}
-
-
 def settings_params(settings: ModelSettings, tools: tuple[ToolDefinition, ...]) -> dict[str, Any]:
     """The request fields ``settings`` maps to (``timeout`` and ``extra_body`` included)."""
     params: dict[str, Any] = {key: settings[key] for key in _SAME_NAME if key in settings}  # type: ignore[literal-required]
     if "max_tokens" in settings:
         params["max_output_tokens"] = settings["max_tokens"]
-    if tools and "parallel_tool_calls" in settings:
-        params["parallel_tool_calls"] = settings["parallel_tool_calls"]
-    if tools and "tool_choice" in settings:
-        params["tool_choice"] = _tool_choice(settings["tool_choice"], tools)
-    if "timeout" in settings:
-        params["timeout"] = settings["timeout"]
-    if settings.get("prompt_cache_key"):
-        params["prompt_cache_key"] = settings["prompt_cache_key"]
-    if settings.get("extra_body"):
-        params["extra_body"] = dict(settings["extra_body"])
-    return params
+    return shared_settings(params, settings, tools, lambda name: {"type": "function", "name": name})
 
 
 def build_params(request: ModelRequest, *, encrypted_reasoning: bool = True) -> dict[str, Any]:

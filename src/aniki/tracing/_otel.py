@@ -10,9 +10,10 @@ task, made while the run's span was current, so their spans are siblings under i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -88,17 +89,8 @@ class GenAIObserver:
             kind=SpanKind.CLIENT,
             attributes=self._chat_attributes(plan, outcome, request),
         )
-        try:
-            with _current(span):
-                response = await call_model(request)
-        except Exception as exc:
-            record_failure(span, exc, with_message=self.include_content)
-            span.end()
-            raise
-        except BaseException:
-            span.set_attribute(n.CANCELLED, True)
-            span.end()
-            raise
+        with _ends_on_failure(span, with_message=self.include_content):
+            response = await call_model(request)
         if isinstance(response, ModelResponse):  # else the loop raises ProviderError
             span.set_attributes(self._response_attributes(response))
         span.end()
@@ -123,17 +115,8 @@ class GenAIObserver:
         # notes the exception first lets the span record it. A tool with an invoke of its own
         # (an MCP tool) is judged by its reply alone.
         runnable = _watched(tool, raised) if type(tool).invoke is Tool.invoke else tool
-        try:
-            with _current(span):
-                message = await runnable.invoke(call, context)
-        except Exception as exc:  # invoke never raises, but a subclass's might
-            record_failure(span, exc, with_message=self.include_content)
-            span.end()
-            raise
-        except BaseException:
-            span.set_attribute(n.CANCELLED, True)
-            span.end()
-            raise
+        with _ends_on_failure(span, with_message=self.include_content):  # a subclass's invoke
+            message = await runnable.invoke(call, context)
         if raised:  # what it raised is the reply the model reads: content
             record_failure(span, raised[0], with_message=self.include_content)
         elif message.content.startswith("Error: "):  # how every tool failure is answered
@@ -250,6 +233,23 @@ class _RunSpan:
             self._open = False
             self.span.set_attribute(n.CANCELLED, True)
             self.span.end()
+
+
+@contextlib.contextmanager
+def _ends_on_failure(span: Span, *, with_message: bool) -> Iterator[None]:
+    """Make ``span`` current for the block; if the block raises, record why and end it (a
+    cancellation is marked, not recorded as a failure)."""
+    try:
+        with _current(span):
+            yield
+    except Exception as exc:
+        record_failure(span, exc, with_message=with_message)
+        span.end()
+        raise
+    except BaseException:
+        span.set_attribute(n.CANCELLED, True)
+        span.end()
+        raise
 
 
 def _current(span: Span) -> AbstractContextManager[object]:

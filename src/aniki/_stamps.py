@@ -1,22 +1,40 @@
 """The metadata of a stored message: ``id`` and ``created_at`` as a store stamps them, and
 the checks of them and of ``model``, ``usage`` and ``context`` that :class:`~aniki.Message`
-runs."""
+runs.
+
+Below :mod:`aniki.messages` (which calls the checks): the checks take the fields' values, and
+a store stamps anything shaped like a message (:class:`Stampable`).
+"""
 
 from __future__ import annotations
 
 import os
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from ._checks import check_text, shown
 from ._report_record import check_report
 from .errors import ValidationError
 from .usage import Usage
 
-if TYPE_CHECKING:
-    from .messages import Message
+__all__ = ["Stampable", "check_call", "check_time", "parse_time", "stamp", "stamp_one"]
 
-__all__ = ["check_call", "check_time", "parse_time", "stamp", "stamp_one"]
+
+class Stampable(Protocol):
+    """A message as a store stamps it (:class:`~aniki.Message` is one)."""
+
+    @property
+    def id(self) -> str | None: ...
+
+    @property
+    def created_at(self) -> datetime | None: ...
+
+    def _stored(self: M, id: str, created_at: datetime) -> M:
+        """A copy carrying the ``id`` and ``created_at`` the store assigned."""
+        ...
+
+
+M = TypeVar("M", bound=Stampable)
 
 
 def parse_time(text: str) -> datetime:
@@ -37,8 +55,8 @@ def parse_time(text: str) -> datetime:
     return moment
 
 
-def check_time(message: Message) -> None:
-    moment = message.created_at
+def check_time(moment: object) -> None:
+    """``ValidationError`` unless ``moment`` (a message's ``created_at``) is an aware datetime."""
     if not isinstance(moment, datetime):
         raise ValidationError(
             f"created_at must be a datetime or None, got {type(moment).__name__}",
@@ -52,27 +70,31 @@ def check_time(message: Message) -> None:
         )
 
 
-def check_call(message: Message) -> None:
-    if message.role != "assistant":
+def check_call(role: str, model: object, usage: object, context: object) -> None:
+    """``ValidationError`` unless a message of ``role`` may keep what a model call produced
+    (only an assistant message may), and ``model``, ``usage`` and ``context`` are valid."""
+    if role != "assistant":
         given = [
-            name for name in ("model", "usage", "context") if getattr(message, name) is not None
+            name
+            for name, value in (("model", model), ("usage", usage), ("context", context))
+            if value is not None
         ]
         raise ValidationError(
             f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} only kept on assistant "
-            f"messages (what a model call produced), not on a {message.role} message",
+            f"messages (what a model call produced), not on a {role} message",
             field=given[0],
         )
-    if message.model is not None and not check_text(message.model, "model", field="model"):
+    if model is not None and not check_text(model, "model", field="model"):
         raise ValidationError("model must not be empty (or None)", field="model")
-    if message.usage is not None and not isinstance(message.usage, Usage):
+    if usage is not None and not isinstance(usage, Usage):
         raise ValidationError(
-            f"usage must be a Usage or None, got {type(message.usage).__name__}", field="usage"
+            f"usage must be a Usage or None, got {type(usage).__name__}", field="usage"
         )
-    if message.context is not None:
-        check_report(message.context, message.usage)
+    if context is not None:
+        check_report(context, usage)
 
 
-def stamp(batch: list[Message], *, keep: bool = False) -> list[Message]:
+def stamp(batch: list[M], *, keep: bool = False) -> list[M]:
     """``batch`` as a store keeps it: copies carrying a new :attr:`Message.id` each (16 hex
     digits, random) and the time now (UTC) as :attr:`Message.created_at`.
 
@@ -94,6 +116,6 @@ def stamp(batch: list[Message], *, keep: bool = False) -> list[Message]:
     ]
 
 
-def stamp_one(message: Message) -> Message:
+def stamp_one(message: M) -> M:
     """One message as a store appends it (see :func:`stamp`)."""
     return message._stored(os.urandom(8).hex(), datetime.now(timezone.utc))

@@ -2,7 +2,7 @@
 the lanes of the local stores' async twins.
 
 **Pools for a run** (:class:`Workers`). Three kinds of call block: a synchronous store's
-(:mod:`aniki._run.session_io`), a synchronous tool's, and the first set-up of a provider
+(:mod:`aniki.sessions._session_io`), a synchronous tool's, and the first set-up of a provider
 (importing the vendor package and building its HTTP client take from tens of milliseconds to
 most of a second). Each kind has its own threads, so that slow tools cannot hold up the
 history's reads and writes. Work that only computes, but long enough to stall the loop

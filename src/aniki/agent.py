@@ -1,12 +1,22 @@
-"""``Agent``: instructions, a model and provider, tools, and a session to remember in."""
+"""``Agent``: instructions, a model and provider, tools, and a session to remember in.
+
+An agent is data the run engine (:mod:`aniki._run`, above this module) reads; this module
+imports none of it. ``Agent.as_tool()`` returns an :class:`AgentTool`: the engine binds it
+to the run that offers it, and runs each call as a run of the agent; it hands down how it
+does that (:func:`run_agent_tools_with`) when it loads, so even a tool called outside any
+run works.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, Protocol, TypeAlias, overload
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeAlias, TypedDict, overload
 
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
 from .context import Context
 from .errors import UserError
@@ -15,7 +25,7 @@ from .providers.base import ModelSettings, Provider
 from .providers.registry import get_provider
 from .sessions.base import AsyncSession, Session, require_session
 from .sessions.memory import InMemorySession
-from .tools import Tool, tools_by_name
+from .tools import Tool, tool, tools_by_name
 
 __all__ = ["Agent", "Instructions", "MCPServer", "Middleware", "OutputT"]
 
@@ -44,6 +54,20 @@ class MCPServer(Protocol):
         ...
 
 
+class _Options(TypedDict, total=False):
+    """The options every form of ``Agent(...)`` takes alike (see ``Agent.__init__``)."""
+
+    provider: Provider | str
+    session: Session | AsyncSession | None
+    tools: Sequence[Tool | Callable[..., Any]]
+    output_retries: int
+    middleware: Sequence[Middleware]
+    settings: ModelSettings | None
+    mcp_servers: Sequence[MCPServer]
+    handoffs: Sequence[Agent[Any]]
+    description: str
+
+
 class Agent(Generic[OutputT]):
     """An LLM with instructions, tools and a conversation history.
 
@@ -70,16 +94,8 @@ class Agent(Generic[OutputT]):
         instructions: Instructions = "",
         *,
         model: str,
-        provider: Provider | str = "openai",
-        session: Session | AsyncSession | None = None,
-        tools: Sequence[Tool | Callable[..., Any]] = (),
         output_schema: None = None,
-        output_retries: int = 1,
-        middleware: Sequence[Middleware] = (),
-        settings: ModelSettings | None = None,
-        mcp_servers: Sequence[MCPServer] = (),
-        handoffs: Sequence[Agent[Any]] = (),
-        description: str = "",
+        **options: Unpack[_Options],
     ) -> None: ...
     @overload
     def __init__(
@@ -88,16 +104,8 @@ class Agent(Generic[OutputT]):
         instructions: Instructions = "",
         *,
         model: str,
-        provider: Provider | str = "openai",
-        session: Session | AsyncSession | None = None,
-        tools: Sequence[Tool | Callable[..., Any]] = (),
         output_schema: type[OutputT],
-        output_retries: int = 1,
-        middleware: Sequence[Middleware] = (),
-        settings: ModelSettings | None = None,
-        mcp_servers: Sequence[MCPServer] = (),
-        handoffs: Sequence[Agent[Any]] = (),
-        description: str = "",
+        **options: Unpack[_Options],
     ) -> None: ...
     @overload
     def __init__(
@@ -106,16 +114,8 @@ class Agent(Generic[OutputT]):
         instructions: Instructions = "",
         *,
         model: str,
-        provider: Provider | str = "openai",
-        session: Session | AsyncSession | None = None,
-        tools: Sequence[Tool | Callable[..., Any]] = (),
         output_schema: dict[str, Any] | Any,
-        output_retries: int = 1,
-        middleware: Sequence[Middleware] = (),
-        settings: ModelSettings | None = None,
-        mcp_servers: Sequence[MCPServer] = (),
-        handoffs: Sequence[Agent[Any]] = (),
-        description: str = "",
+        **options: Unpack[_Options],
     ) -> None: ...
     def __init__(
         self,
@@ -159,16 +159,7 @@ class Agent(Generic[OutputT]):
                 off to it or calls it as a tool (default: the first line of its
                 instructions, when they are a string).
         """
-        if not isinstance(name, str) or not name:
-            raise UserError("an agent needs a non-empty name")
-        if not isinstance(model, str) or not model:
-            raise UserError(f"agent {name!r} needs a model name, e.g. model='gpt-4o-mini'")
-        if not (isinstance(instructions, str) or callable(instructions)):
-            raise UserError("instructions must be a string or a function of the run's Context")
-        if not isinstance(provider, str) and not isinstance(provider, Provider):
-            raise UserError(
-                f"provider must be a Provider object or a registered name, got {provider!r}"
-            )
+        _check_identity(name, instructions, model, provider)
         self.name = name
         self.instructions = instructions
         self.model = model
@@ -179,34 +170,13 @@ class Agent(Generic[OutputT]):
         self.tools: dict[str, Tool] = tools_by_name(tools)
         self.output_schema = output_schema
         self.output: OutputSpec | None = output_spec(output_schema)
-        if (
-            isinstance(output_retries, bool)
-            or not isinstance(output_retries, int)
-            or (output_retries < 0)
-        ):
-            raise UserError(f"output_retries must be 0 or more, got {output_retries!r}")
-        self.output_retries = output_retries
+        self.output_retries = _checked_retries(output_retries)
         self.middleware: tuple[Middleware, ...] = tuple(middleware)
         self.settings: ModelSettings = settings if settings is not None else ModelSettings()
         self._resolved: Provider | None = provider if not isinstance(provider, str) else None
-        self.handoffs: tuple[Agent[Any], ...] = tuple(handoffs)
-        for target in self.handoffs:
-            if not isinstance(target, Agent):
-                raise UserError(f"handoffs takes Agents, got {type(target).__name__}")
-        if not isinstance(description, str):
-            raise UserError(f"description must be a string, got {type(description).__name__}")
-        self.description = description or (
-            instructions.strip().splitlines()[0]
-            if isinstance(instructions, str) and instructions.strip()
-            else ""
-        )
-        self.mcp_servers: tuple[MCPServer, ...] = tuple(mcp_servers)
-        for server in self.mcp_servers:
-            if not callable(getattr(server, "list_tools", None)):
-                raise UserError(
-                    f"mcp_servers takes MCP servers (aniki.mcp.MCPServerStdio or MCPServerHTTP), "
-                    f"got {type(server).__name__}"
-                )
+        self.handoffs: tuple[Agent[Any], ...] = _checked_handoffs(handoffs)
+        self.description = _described(description, instructions)
+        self.mcp_servers: tuple[MCPServer, ...] = _checked_servers(mcp_servers)
 
     async def gather_tools(self) -> dict[str, Tool]:
         """The tools a run offers the model, by name: the agent's own, then those of each of
@@ -246,13 +216,13 @@ class Agent(Generic[OutputT]):
             researcher = Agent("Researcher", "Find facts.", model="gpt-4o-mini")
             writer = Agent("Writer", "Write.", model="gpt-4o", tools=[researcher.as_tool()])
         """
-        from ._run.subagents import agent_tool
-
         if session is not None:
             session = require_session(session)
-        return agent_tool(
-            self, name=name, description=description, session=session, max_turns=max_turns
-        )
+        said = description if description is not None else _asked(self)
+        made = tool(name=tool_name(self.name) if name is None else name, description=said)(_ask)
+        shared = {spec.name: getattr(made, spec.name) for spec in dataclasses.fields(Tool)}
+        agent_tool = AgentTool(**shared, agent=self, session=session, max_turns=max_turns)
+        return agent_tool.called_by(None)
 
     def resolve_provider(self) -> Provider:
         """The provider object, built from the registry on first use when given by name."""
@@ -277,3 +247,117 @@ class Agent(Generic[OutputT]):
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={sorted(self.tools)!r})"
+
+
+def _check_identity(name: object, instructions: object, model: object, provider: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise UserError("an agent needs a non-empty name")
+    if not isinstance(model, str) or not model:
+        raise UserError(f"agent {name!r} needs a model name, e.g. model='gpt-4o-mini'")
+    if not (isinstance(instructions, str) or callable(instructions)):
+        raise UserError("instructions must be a string or a function of the run's Context")
+    if not isinstance(provider, str) and not isinstance(provider, Provider):
+        raise UserError(
+            f"provider must be a Provider object or a registered name, got {provider!r}"
+        )
+
+
+def _checked_retries(output_retries: object) -> int:
+    if (
+        isinstance(output_retries, bool)
+        or not isinstance(output_retries, int)
+        or output_retries < 0
+    ):
+        raise UserError(f"output_retries must be 0 or more, got {output_retries!r}")
+    return output_retries
+
+
+def _checked_handoffs(handoffs: Sequence[Agent[Any]]) -> tuple[Agent[Any], ...]:
+    targets = tuple(handoffs)
+    for target in targets:
+        if not isinstance(target, Agent):
+            raise UserError(f"handoffs takes Agents, got {type(target).__name__}")
+    return targets
+
+
+def _described(description: object, instructions: Instructions) -> str:
+    """``description``, or by default the first line of string ``instructions``."""
+    if not isinstance(description, str):
+        raise UserError(f"description must be a string, got {type(description).__name__}")
+    if description or not isinstance(instructions, str) or not instructions.strip():
+        return description
+    return instructions.strip().splitlines()[0]
+
+
+def _checked_servers(mcp_servers: Sequence[MCPServer]) -> tuple[MCPServer, ...]:
+    servers = tuple(mcp_servers)
+    for server in servers:
+        if not callable(getattr(server, "list_tools", None)):
+            raise UserError(
+                f"mcp_servers takes MCP servers (aniki.mcp.MCPServerStdio or MCPServerHTTP), "
+                f"got {type(server).__name__}"
+            )
+    return servers
+
+
+def tool_name(name: str) -> str:
+    """An agent's ``name`` as a tool name: lower case, runs of other characters as ``_`` (64
+    characters at most)."""
+    text = re.sub(r"[^a-z0-9_-]+", "_", name.lower()).strip("_")
+    return text[:64] or "agent"
+
+
+def _asked(agent: Agent[Any]) -> str:
+    """The default description of ``agent`` as a tool."""
+    what = agent.description.rstrip(".")
+    return f"Ask {agent.name}" + (f": {what}" if what else "") + "."
+
+
+async def _ask(request: str) -> Any:
+    """Ask the agent.
+
+    Args:
+        request: What to ask or tell the agent, in words, with everything it needs.
+    """
+    # Only the source of an agent tool's schema: AgentTool.called_by gives the call itself.
+    raise NotImplementedError
+
+
+AgentToolRun: TypeAlias = Callable[["AgentTool", str, Any], Awaitable[Any]]
+"""How a call of an agent tool runs: given the tool, the request, and the calling run (its
+plan, or ``None`` outside any run), it returns the tool's answer."""
+
+_ENGINE: list[AgentToolRun] = []
+
+
+def run_agent_tools_with(run: AgentToolRun) -> None:
+    """Make ``run`` how every agent tool's call runs. :mod:`aniki.runner` calls this when it
+    loads, with :func:`aniki._run.agent_tools.ask`: the run engine sits above this module, so
+    it hands its entry point down instead of being imported here."""
+    _ENGINE[:] = [run]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTool(Tool):
+    """What :meth:`Agent.as_tool` returns: a :class:`~aniki.Tool` whose call runs ``agent``
+    on the request, as :meth:`Agent.as_tool` describes.
+
+    A run offers it bound to itself (:meth:`called_by`), so the sub-run's usage and events
+    reach the calling run.
+    """
+
+    agent: Agent[Any] = field(kw_only=True, repr=False)
+    """The agent each call runs."""
+    session: Session | AsyncSession | None = field(default=None, kw_only=True, repr=False)
+    """Where the agent's runs keep their conversation (``None``: a fresh one per call)."""
+    max_turns: int = field(default=10, kw_only=True)
+    """The most model calls one call's run may make."""
+
+    def called_by(self, run: object) -> AgentTool:
+        """This tool as the run whose plan is ``run`` offers it (``None``: outside a run)."""
+
+        async def ask(request: str) -> Any:
+            assert _ENGINE, "aniki.runner hands the engine down when aniki is imported"
+            return await _ENGINE[0](self, request, run)
+
+        return dataclasses.replace(self, function=ask)

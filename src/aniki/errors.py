@@ -38,10 +38,7 @@ boundary into one of these, with the original kept as ``__cause__``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .messages import Message
+from typing import Any
 
 __all__ = [
     "AnikiError",
@@ -151,10 +148,12 @@ class TurnUndoneError(AnikiError):
 
     Attributes:
         session_id: the session's id.
-        messages: what the run had yet to store (its reply, a streamed run's tool turns).
+        messages: what the run had yet to store (its reply, a streamed run's tool turns), as
+            :class:`~aniki.Message` objects (typed loosely here: every other module imports
+            this one, so it imports none of theirs).
     """
 
-    def __init__(self, session_id: str, messages: Sequence[Message]) -> None:
+    def __init__(self, session_id: str, messages: Sequence[Any]) -> None:
         super().__init__(
             f"the user message this run answers was removed from session {session_id!r} "
             "while the run was working (undo() or clear() by another worker), so its reply "

@@ -203,9 +203,9 @@ class Message:
         if self.id is not None and not check_text(self.id, "id", field="id"):
             raise ValidationError("id must not be empty (or None before it is stored)", field="id")
         if self.created_at is not None:
-            check_time(self)
+            check_time(self.created_at)
         if self.model is not None or self.usage is not None or self.context is not None:
-            check_call(self)
+            check_call(self.role, self.model, self.usage, self.context)
 
     @classmethod
     def _text(

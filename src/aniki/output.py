@@ -11,7 +11,7 @@ from typing import Any
 import pydantic
 import typing_extensions
 
-from ._jsonschema import schema_errors
+from ._jsonschema import check_schema, schema_errors
 from .errors import OutputValidationError, UserError
 
 __all__ = ["OutputSpec", "output_spec"]
@@ -60,6 +60,7 @@ def output_spec(schema: Any) -> OutputSpec | None:
     if isinstance(schema, dict):
         if not schema:
             raise UserError("output_schema is an empty dict; give a JSON schema or a type")
+        check_schema(schema, "output_schema")
         return OutputSpec(json_schema=schema, adapter=None)
     if typing.is_typeddict(schema) and sys.version_info < (3, 12):
         schema = _portable_typeddict(schema)

@@ -1,34 +1,31 @@
-"""``Runner``: runs an agent for one user message, with or without streaming."""
+"""``Runner``: runs an agent for one user message, with or without streaming.
+
+The public face of the run engine (:mod:`aniki._run`): it checks what it is given, makes the
+run's plan, and hands it to :mod:`aniki._run.runs`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._run import background, observe, session_io
-from ._run.deadline import Deadline
-from ._run.loop import (
-    Outcome,
-    RunPlan,
-    commit,
-    execute,
-    prepare,
-    run_tools,
-    run_turns,
-    switch_agent,
-)
+from ._run import agent_tools, background, runs
+from ._run.plan import RunPlan, check_max_turns, new_plan
 from ._run.streaming import StreamedRun
-from ._run.subagents import find_agent
-from .agent import Agent, Middleware, OutputT
+from .agent import Agent, Middleware, OutputT, run_agent_tools_with
 from .context import Context
 from .errors import UserError
 from .messages import Message, MessageLike, to_message
-from .providers.base import ModelSettings, Provider, merge_settings
+from .providers.base import ModelSettings
 from .result import RunResult
-from .sessions.base import AsyncSession, Session, require_session
+from .sessions.base import AsyncSession, Session
 
 __all__ = ["Runner"]
+
+# aniki.agent sits below the run engine and cannot import it: an agent tool's calls run on
+# the engine through the function handed down here.
+run_agent_tools_with(agent_tools.ask)
 
 
 class Runner:
@@ -64,8 +61,7 @@ class Runner:
                 retried by the provider's client, not here.
             retry_backoff: seconds before the first stream retry; doubled for each further one.
         """
-        if not isinstance(max_turns, int) or max_turns < 1:
-            raise UserError(f"max_turns must be a whole number of at least 1, got {max_turns!r}")
+        check_max_turns(max_turns)
         if not isinstance(stream_retries, int) or stream_retries < 0:
             raise UserError(f"stream_retries must be 0 or more, got {stream_retries!r}")
         self.max_turns = max_turns
@@ -97,8 +93,7 @@ class Runner:
         """
         user = _user_message(message)
         plan = self._plan(agent, session, context, settings, streaming=False)
-        run = Deadline(timeout).bound(_run(plan, user))
-        return await (run if observe.OBSERVER is None else observe.OBSERVER.run(plan, run))
+        return await runs.run(plan, user, timeout)
 
     def run_sync(
         self,
@@ -121,15 +116,9 @@ class Runner:
         (``await runner.run(...)`` there). A forked child makes a loop of its own.
         """
         _refuse_in_a_loop("run")
-        work = self.run(
-            agent,
-            message=message,
-            session=session,
-            context=context,
-            settings=settings,
-            timeout=timeout,
-        )
-        return background.run(work, timeout=timeout)
+        user = _user_message(message)
+        plan = self._plan(agent, session, context, settings, streaming=False)
+        return background.run(runs.run(plan, user, timeout), timeout=timeout)
 
     def stream(
         self,
@@ -144,33 +133,7 @@ class Runner:
         """Run ``agent`` on ``message``, yielding events as they happen (a :class:`StreamedRun`)."""
         user = _user_message(message)
         plan = self._plan(agent, session, context, settings, streaming=True)
-
-        first = Outcome()
-
-        async def start() -> None:
-            await prepare(plan)
-            first.history = await session_io.append_then_read(
-                plan.session, [user], guard=plan.guard
-            )
-
-        async def produce(emit: Any, started: Awaitable[None]) -> Outcome:
-            plan.emit = emit
-            await started
-            return await execute(plan, user, first)
-
-        async def finish(outcome: Outcome) -> RunResult[OutputT]:
-            if outcome.pending:
-                outcome.history = await session_io.append_then_read(
-                    plan.session, outcome.pending, guard=plan.guard
-                )
-            if outcome.held is not None:
-                from ._run import approvals
-
-                await approvals.hold(plan.session, outcome.held)
-            return await _result(plan, outcome)
-
-        observed = observe.observe_stream(plan)
-        return StreamedRun(start, produce, finish, deadline=Deadline(timeout), observed=observed)
+        return runs.stream(plan, user, timeout)
 
     async def resume(
         self,
@@ -202,8 +165,7 @@ class Runner:
                 held call is left undecided.
         """
         plan = self._plan(agent, session, context, settings, streaming=False)
-        run = Deadline(timeout).bound(_resume(plan, approve, deny))
-        return await (run if observe.OBSERVER is None else observe.OBSERVER.run(plan, run))
+        return await runs.resume(plan, approve, deny, timeout)
 
     def resume_sync(
         self,
@@ -219,16 +181,8 @@ class Runner:
         """:meth:`resume` for synchronous code, on the same background loop as
         :meth:`run_sync`."""
         _refuse_in_a_loop("resume")
-        work = self.resume(
-            agent,
-            approve=approve,
-            deny=deny,
-            session=session,
-            context=context,
-            settings=settings,
-            timeout=timeout,
-        )
-        return background.run(work, timeout=timeout)
+        plan = self._plan(agent, session, context, settings, streaming=False)
+        return background.run(runs.resume(plan, approve, deny, timeout), timeout=timeout)
 
     def _plan(
         self,
@@ -239,27 +193,17 @@ class Runner:
         *,
         streaming: bool,
     ) -> RunPlan:
-        if not isinstance(agent, Agent):
-            raise UserError(f"Runner needs an Agent, got {type(agent).__name__}")
-        if context is None or isinstance(context, Mapping):
-            context = Context(context)
-        elif not isinstance(context, Context):
-            raise UserError(f"context must be a Context or a mapping, got {type(context).__name__}")
-        plan = RunPlan(
-            agent=agent,
-            session=agent.session if session is None else require_session(session),
-            context=context,
-            provider=_built_provider(agent),
-            max_turns=self.max_turns,
-            middleware=self.middleware + agent.middleware,
-            settings=merge_settings(agent.settings, settings),
-            runner_middleware=self.middleware,
-            run_settings=settings,
+        return new_plan(
+            agent,
+            session,
+            context,
+            settings,
             streaming=streaming,
+            max_turns=self.max_turns,
+            middleware=self.middleware,
             stream_retries=self.stream_retries,
             retry_backoff=self.retry_backoff,
         )
-        return plan
 
 
 def _refuse_in_a_loop(method: str) -> None:
@@ -281,82 +225,3 @@ def _user_message(message: str | MessageLike) -> Message:
     if user.role != "user":
         raise UserError(f"message= must be a user message, got role {user.role!r}")
     return user
-
-
-def _built_provider(agent: Agent[Any]) -> Provider | None:
-    """The agent's provider, or ``None`` when it is named by a string and not built yet: the
-    run builds it then, off the event loop (see :func:`~aniki._run.loop.prepare`)."""
-    if isinstance(agent.provider, str):
-        built: Provider | None = agent._resolved  # the Agent's own cache of the built one
-        return built
-    return agent.provider
-
-
-async def _run(plan: RunPlan, user: Message) -> RunResult[Any]:
-    """A whole non-streamed run: store the user message, run the turns, take the snapshot."""
-    await prepare(plan)
-    stored = await session_io.append_then_read(plan.session, [user], guard=plan.guard)
-    outcome = Outcome(history=stored)
-    outcome = await execute(plan, user, outcome)
-    return await _result(plan, outcome)
-
-
-async def _resume(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) -> RunResult[Any]:
-    """Decide the held calls, store their turn, and let the model go on."""
-    await prepare(plan)
-    session_id = str(plan.session.id)
-    from ._run import approvals  # only a resume needs it
-
-    turn = await approvals.load(plan.session)
-    if turn is None:
-        raise UserError(f"no tool call awaits approval in session {session_id!r}")
-    if turn.agent != plan.agent.name:
-        held_by = find_agent(plan.agent, turn.agent)  # handed off to during the run
-        if held_by is None:
-            raise UserError(
-                f"the calls held in session {session_id!r} were asked for by agent "
-                f"{turn.agent!r}; resume with that agent (or one that hands off to it), not "
-                f"{plan.agent.name!r}"
-            )
-        await switch_agent(plan, held_by)
-    decided = approvals.decisions(turn, approve, deny, session_id)
-    undecided = [call.id for call in turn.awaiting if call.id not in decided]
-    if undecided:
-        raise UserError(
-            f"decide every held call: {undecided} is neither approved nor denied "
-            "(pass its id in approve= or deny=)"
-        )
-    outcome = Outcome()
-    stored = await session_io.read(plan.session)
-    asked = {call.id for call in turn.assistant.tool_calls}
-    if not any(
-        message.role == "assistant" and {c.id for c in message.tool_calls} == asked
-        for message in stored[-len(asked) - 1 :]
-    ):  # not stored yet (a crash after storing it only leaves the record to drop)
-        approved = [call for call in turn.awaiting if decided[call.id]]
-        answers = {m.tool_call_id: m for m in (*turn.results, *await run_tools(plan, approved))}
-        answers.update(
-            {c.id: approvals.denied_message(c) for c in turn.awaiting if not decided[c.id]}
-        )
-        results = [answers[call.id] for call in turn.assistant.tool_calls]
-        await commit(plan, outcome, [turn.assistant, *results])
-    await approvals.drop(plan.session)
-    outcome = await run_turns(plan, outcome)
-    return await _result(plan, outcome)
-
-
-async def _result(plan: RunPlan, outcome: Outcome) -> RunResult[Any]:
-    history = outcome.take_history()
-    snapshot = tuple(history if history is not None else await session_io.read(plan.session))
-    return RunResult(
-        messages=snapshot,
-        new_messages=tuple(outcome.new_messages),
-        content=outcome.content,
-        output=outcome.output,
-        usage=outcome.usage + plan.sub_usage,
-        run_id=plan.context.run_id,
-        context=plan.context,
-        context_reports=tuple(outcome.reports.reports) if outcome.reports else (),
-        pending_approvals=outcome.held.awaiting if outcome.held is not None else (),
-        last_agent=plan.agent.name,
-    )

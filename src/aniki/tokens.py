@@ -30,7 +30,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from functools import cache
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from .errors import UserError
 from .messages import Attachment, Message, MessageLike, to_message
@@ -324,11 +324,8 @@ def encoding_for_model(model: str) -> str | None:
     name = model.strip().lower()
     for prefix in ("openai/", "ft:"):
         name = name.removeprefix(prefix)
-    best: tuple[str, str] | None = None
-    for prefix, encoding in _MODEL_ENCODINGS:
-        if name.startswith(prefix) and (best is None or len(prefix) > len(best[0])):
-            best = (prefix, encoding)
-    return best[1] if best else None
+    found = [(len(prefix), enc) for prefix, enc in _MODEL_ENCODINGS if name.startswith(prefix)]
+    return max(found)[1] if found else None  # the longest prefix wins
 
 
 def exact_counting_available() -> bool:
@@ -373,12 +370,13 @@ def count_tokens(
     return sum(counter.count_message(to_message(message)) for message in messages)
 
 
+CallNext: TypeAlias = Callable[[ModelRequest], Awaitable[ModelResponse]]
+"""The rest of a model call's middleware chain, as a middleware is handed it."""
+
+
 def calibration_middleware(
     counter: EstimatingCounter,
-) -> Callable[
-    [Any, ModelRequest, Callable[[ModelRequest], Awaitable[ModelResponse]]],
-    Awaitable[ModelResponse],
-]:
+) -> Callable[[Any, ModelRequest, CallNext], Awaitable[ModelResponse]]:
     """A middleware that feeds ``counter`` the input tokens each provider reply reports.
 
     Example::
@@ -389,11 +387,7 @@ def calibration_middleware(
                       middleware=[calibration_middleware(counter)])
     """
 
-    async def calibrate(
-        ctx: Any,
-        request: ModelRequest,
-        call_next: Callable[[ModelRequest], Awaitable[ModelResponse]],
-    ) -> ModelResponse:
+    async def calibrate(ctx: Any, request: ModelRequest, call_next: CallNext) -> ModelResponse:
         response = await call_next(request)
         usage = getattr(response, "usage", None)
         if usage is not None and usage.input_tokens > 0:

@@ -180,7 +180,7 @@ async def test_each_request_counts_only_what_the_last_one_did_not_send(
 ) -> None:
     # A conversation's reports stay exact while each request counts only its new messages:
     # turn 60 costs what turn 2 did (the flat per-turn cost sessions promise).
-    from aniki import reports
+    from aniki._run import reports
 
     counted: list[int] = []
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from aniki import Message, ToolCall
+from aniki._secrets import Secrets
 from aniki.mcp._results import result_message
-from aniki.mcp._secrets import Secrets
 from mcp import types
 
 CALL = ToolCall("call_1", "look")

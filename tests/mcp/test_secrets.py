@@ -10,8 +10,8 @@ import traceback
 import pytest
 
 from aniki import Agent, Runner
+from aniki._secrets import Secrets, redact, scrub, shown_url
 from aniki.mcp import MCPServerHTTP, MCPServerStdio
-from aniki.mcp._secrets import Secrets, shown_url
 from mcp import MCPError
 from tests.mcp.conftest import SERVER, HTTPServer
 from tests.mcp.test_calls import call, calling, tool_messages
@@ -50,7 +50,7 @@ def test_a_url_is_shown_without_its_password_or_query(url: str, shown: str) -> N
 
 def test_secrets_are_scrubbed_whole_and_by_token() -> None:
     secrets = Secrets(["Bearer abcdefgh12345", "short"])
-    assert secrets.scrub("a Bearer abcdefgh12345 b abcdefgh12345 short") == "a *** b *** short"
+    assert redact("a Bearer abcdefgh12345 b abcdefgh12345 short", secrets) == "a *** b *** short"
 
 
 def test_an_exception_chain_is_scrubbed_for_a_traceback() -> None:
@@ -62,7 +62,7 @@ def test_an_exception_chain_is_scrubbed_for_a_traceback() -> None:
         except MCPError as inner:
             raise RuntimeError(f"wrapped Bearer {token}") from inner
     except RuntimeError as exc:
-        scrubbed = secrets.scrubbed(exc)
+        scrubbed = scrub(exc, secrets)
     text = "".join(traceback.format_exception(scrubbed))
     assert token not in text
     assert "no session for ***" in text and "wrapped ***" in text

@@ -14,12 +14,12 @@ from aniki import (
     ProviderTimeoutError,
     RateLimitError,
 )
+from aniki._secrets import redact
 from aniki.providers._errors import (
     ErrorContext,
     context_window_exceeded,
     error_for_status,
     parse_retry_after,
-    redact,
 )
 
 CTX = ErrorContext(

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from aniki import InMemorySession, Message, UserError, ValidationError
 from aniki.messages import to_message
 from aniki.sessions import FileSession, FileStore, SQLiteSession, SQLiteStore
-from aniki.sessions._codec import MAX_ID_LENGTH
+from aniki.sessions._args import MAX_ID_LENGTH
 from aniki.sessions.postgres._sql import check_table
 from aniki.sessions.redis._core import RedisCore
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from aniki import Message, UserError
-from aniki.sessions._codec import MAX_LIMIT, MAX_META_DEPTH, check_limit
+from aniki.sessions._args import MAX_LIMIT, check_limit
+from aniki.sessions._codec import MAX_META_DEPTH
 
 from .stores import Store
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from aniki import Agent, AnikiError, BadRequestError, ContextWindowExceededError, Runner
-from aniki.providers._errors import is_secret, redact, scrub
+from aniki._secrets import is_secret, redact, scrub
 
 from ..providers.fake_server import FakeServer, Respond
 from ..providers.vendors import Vendor

@@ -1,7 +1,8 @@
 """A password in a store URL never reaches an error, its chain, a repr or a traceback,
 whatever the URL looks like: malformed IPv6 hosts, bad ports, unencoded ``/ ? # @ [ ]`` in the
 password, broken queries. Fuzzed with hypothesis over ``open_session`` (both kinds),
-``list_sessions`` and ``redact``, the server sessions' constructors, and ``aniki sessions list``.
+``list_sessions`` and ``hide_password``, the server sessions' constructors, and
+``aniki sessions list``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aniki import AnikiError, UserError
+from aniki._secrets import hide_password, url_problem
 from aniki.sessions import list_sessions, open_session
-from aniki.sessions._codec import redact, url_problem
 
 MARK = "Zq9"
 """Every generated password starts with it, and nothing else holds it: any trace is a leak."""
@@ -100,7 +101,7 @@ def assert_clean(error: BaseException | None, url: str, *, chain: bool = True) -
 @given(st.one_of(URLS, PASSWORDS.map(lambda pw: f"host=x user=u password={pw[:6]}")))
 @settings(max_examples=400, deadline=None)
 def test_redact_never_raises_and_hides_the_password(url: str) -> None:
-    shown = redact(url)
+    shown = hide_password(url)
     assert MARK not in shown
     problem = url_problem(url)
     assert problem is None or MARK not in problem
@@ -197,7 +198,7 @@ def test_a_misused_command_quotes_its_arguments_without_the_password(args: list[
 def test_a_refused_login_never_shows_the_password(url: str) -> None:
     """User names holding ``=`` (a keyword DSN look-alike) are still URLs: the password the
     server refused appears nowhere, in the error, its chain or its traceback."""
-    assert MARK not in redact(url)
+    assert MARK not in hide_password(url)
     error = attempt(lambda: open_session(url, "x").get_messages())
-    assert error is not None, f"{redact(url)} logged in"
+    assert error is not None, f"{hide_password(url)} logged in"
     assert_clean(error, url)

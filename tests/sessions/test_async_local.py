@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from aniki import Agent, Message, Runner, StoreUnavailableError, UserError, ValidationError
-from aniki._run.session_io import blocks
 from aniki._threads import LANES
 from aniki.sessions import (
     AsyncFileSession,
@@ -34,7 +33,10 @@ from aniki.sessions import (
     TokenBudgetSession,
     WindowedSession,
 )
-from aniki.sessions.file import session as file_module
+from aniki.sessions._session_io import blocks
+from aniki.sessions.file import _file as file_module
+from aniki.sessions.file import _io as file_io
+from aniki.sessions.file import _meta as file_meta
 from aniki.sessions.policies._summary import SUMMARY_KEY
 from aniki.sessions.sqlite import _db as _sqlite_db
 from aniki.testing import MockProvider
@@ -223,13 +225,15 @@ async def test_no_store_call_runs_on_the_event_loop_thread(
         monkeypatch.setattr(owner, name, recorded)
 
     if kind == "sqlite":
-        for name in ("register", "append_one", "append", "read_after", "read_tail"):
+        for name in ("register", "append", "read_after", "read_tail"):
             record(_sqlite_db.Database, name)
         for name in ("clear", "get_meta", "set_meta", "swap_meta", "close"):
             record(_sqlite_db.Database, name)
     else:
-        for name in ("lock", "flock", "write_at", "read_meta", "replace_file"):
+        for name in ("lock", "flock", "write_at"):
             record(file_module, name)
+        record(file_meta, "read_meta")
+        record(file_io, "replace_file")
     session = twin(kind, tmp_path)
     await session.add_message(user("a"))
     await session.add_messages([user("b"), user("c")])

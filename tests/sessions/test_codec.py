@@ -7,20 +7,22 @@ import json
 import pytest
 
 from aniki import CorruptStoreError, Message, ToolCall, UserError, ValidationError
-from aniki.sessions._codec import (
+from aniki._secrets import hide_password
+from aniki.messages import to_messages
+from aniki.sessions._args import (
     MAX_ID_LENGTH,
     check_durability,
     check_limit,
     check_meta_key,
     check_session_id,
+)
+from aniki.sessions._codec import (
     decode_message,
     decode_messages,
     decode_meta,
     encode_batch,
     encode_message,
     encode_meta,
-    redact,
-    to_messages,
 )
 from aniki.testing._conformance_support import large_messages, sample_messages
 
@@ -185,7 +187,7 @@ def test_small_argument_checks() -> None:
     ],
 )
 def test_redact_hides_passwords(location: str, expected: str) -> None:
-    assert redact(location) == expected
+    assert hide_password(location) == expected
 
 
 def test_encoding_is_compact_and_keeps_non_ascii_text() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from aniki import Agent, InMemorySession, Message, Runner, ToolCall, UserError
+from aniki.sessions._capabilities import capabilities_of
 from aniki.sessions.encrypted import AlteredDataError, DecryptionError, EncryptedSession
 from aniki.sessions.file import FileSession
 from aniki.sessions.sqlite import SQLiteSession
@@ -175,13 +176,13 @@ def test_each_message_is_decrypted_once_however_often_the_history_is_read(
 ) -> None:
     session = EncryptedSession(InMemorySession("long"), EncryptedSession.generate_key())
     decrypted: list[str] = []
-    real = session._open_record
+    real = session._envelope.open
 
     def counting(message: Message, where: str) -> Any:
         decrypted.append(message.content)
         return real(message, where)
 
-    monkeypatch.setattr(session, "_open_record", counting)
+    monkeypatch.setattr(session._envelope, "open", counting)
     for turn in range(30):
         session.add_message({"role": "user", "content": f"secret {turn}"})
         assert [m.content for m in session.get_messages()][-1] == f"secret {turn}"
@@ -230,8 +231,8 @@ def test_forks_left_by_racing_writers_are_read() -> None:
     first.add_message({"role": "user", "content": "start"})
     # Both writers read the tail, then both append: both name "start" as their predecessor.
     tail = store.get_messages(limit=1)
-    a = first._chain([Message("user", "from a")], tail)
-    b = second._chain([Message("user", "from b"), Message("assistant", "b again")], tail)
+    a = first._chain.seal([Message("user", "from a")], tail)
+    b = second._chain.seal([Message("user", "from b"), Message("assistant", "b again")], tail)
     store.add_messages(b)
     store.add_messages(a)
     for _ in range(5):
@@ -279,7 +280,7 @@ def test_swap_meta_compares_plaintext_and_exists_only_over_a_store_with_it(
     assert "at" not in str(session.inner.get_meta("cut"))
     assert session._swap_meta("cut", {"at": 2}, None) is True
     assert session.get_meta("cut") is None
-    assert not hasattr(EncryptedSession(FourMethodStore(), key), "_swap_meta")
+    assert capabilities_of(EncryptedSession(FourMethodStore(), key)).swap_meta is None
 
 
 def _append_through_encryption(path: str, key: str, writer: int, count: int) -> None:

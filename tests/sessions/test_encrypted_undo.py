@@ -161,7 +161,7 @@ class IdlessStore(InMemorySession):
 def test_a_last_record_without_an_id_is_appended_after_unchecked() -> None:
     inner = IdlessStore("old")
     key = EncryptedSession.generate_key()
-    inner.add_messages(EncryptedSession(inner, key)._chain(TURNS[:1], ()))
+    inner.add_messages(EncryptedSession(inner, key)._chain.seal(TURNS[:1], ()))
     session = EncryptedSession(inner, key)
     session.add_message(TURNS[1])
     assert session.get_messages() == tuple(TURNS[:2])

@@ -11,7 +11,7 @@ import pytest
 
 from aniki import CorruptStoreError, Message, SchemaVersionError, UserError
 from aniki.sessions import FileSession, FileStore
-from aniki.sessions.file import session as file
+from aniki.sessions.file import _file as file
 from aniki.sessions.file._format import file_stem, header
 
 

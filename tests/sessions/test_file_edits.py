@@ -394,7 +394,7 @@ def test_fork_with_full_durability_and_of_a_session_without_a_file(tmp_path: Pat
     session = FileSession("s", tmp_path, durability="full")
     session.add_messages([_user("a"), _said("b")])
     child = session.fork("t")
-    assert child._durability == "full"
+    assert child._options["durability"] == "full"
     assert FileSession("t", tmp_path).get_messages() == (_user("a"), _said("b"))
     empty = FileSession("nothing", tmp_path / "new").fork("copy")
     assert empty.get_messages() == ()

@@ -1,5 +1,5 @@
-"""The sessions package's layout: one package per store and one for the policies, the
-public import paths of before unchanged, and nothing of a store imported by ``import aniki``."""
+"""The sessions package's layout: one package per store and one for the policies, each
+class at its package path, and nothing of a store imported by ``import aniki``."""
 
 from __future__ import annotations
 
@@ -43,27 +43,19 @@ def test_each_store_and_the_policies_live_in_a_package_of_their_own(
     ("old", "name"),
     [
         ("aniki.sessions.sqlite", "SQLiteSession"),
-        ("aniki.sessions.sqlite_async", "AsyncSQLiteSession"),
+        ("aniki.sessions.sqlite.aio", "AsyncSQLiteSession"),
         ("aniki.sessions.file", "FileSession"),
-        ("aniki.sessions.file_async", "AsyncFileSession"),
+        ("aniki.sessions.file.aio", "AsyncFileSession"),
         ("aniki.sessions.redis", "RedisSession"),
         ("aniki.sessions.postgres", "PostgresSession"),
-        ("aniki.sessions.windowed", "WindowedSession"),
-        ("aniki.sessions.budget", "TokenBudgetSession"),
-        ("aniki.sessions.summarizing", "SummarizingSession"),
+        ("aniki.sessions.policies.windowed", "WindowedSession"),
+        ("aniki.sessions.policies.budget", "TokenBudgetSession"),
+        ("aniki.sessions.policies.summarizing", "SummarizingSession"),
     ],
 )
-def test_the_import_paths_of_before_still_work(old: str, name: str) -> None:
+def test_each_class_is_the_one_its_package_path_names(old: str, name: str) -> None:
     module = importlib.import_module(old)
     assert getattr(module, name) is getattr(aniki.sessions, name)
-
-
-def test_a_moved_module_is_one_module_under_both_names() -> None:
-    import aniki.sessions.windowed as before
-
-    import aniki.sessions.policies.windowed as now
-
-    assert before is now
 
 
 def test_import_aniki_imports_no_store_package() -> None:

@@ -176,7 +176,7 @@ def test_sessions_of_a_store_read_on_after_the_server_ends_their_connection(tag:
 def test_a_full_pool_is_a_clear_store_error(tag: str) -> None:
     async def main() -> None:
         async with open_store(_tagged(tag), asynchronous=True, max_connections=1) as store:
-            pool = store._backend._pool  # type: ignore[attr-defined]
+            pool = store._shared.resource  # type: ignore[attr-defined]
             async with pool.connection(10):
                 session = AsyncPostgresSession(
                     f"pool-{uuid.uuid4().hex[:8]}", pool=pool, timeout=0.3

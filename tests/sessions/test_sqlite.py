@@ -21,6 +21,7 @@ from aniki import (
 )
 from aniki.sessions import SQLiteSession, SQLiteStore
 from aniki.sessions.sqlite import _db as db_module
+from aniki.sessions.sqlite import _errors as errors_module
 from aniki.sessions.sqlite import _schema as schema_module
 from aniki.sessions.sqlite import session as sqlite
 
@@ -396,11 +397,11 @@ def test_each_kind_of_trouble_gets_its_own_advice(
 ) -> None:
     path = tmp_path / "chat.db"
     _aniki_store(path, "intact")
-    error = db_module.store_error(_sqlite_error(code, text), "sqlite:///x", 5.0, path)
+    error = errors_module.store_error(_sqlite_error(code, text), "sqlite:///x", 5.0, path)
     assert type(error) is StoreUnavailableError
     assert advice in str(error)
     # without a result code (Python 3.10), the text alone says the same
-    plain = db_module.store_error(sqlite3.OperationalError(text), "sqlite:///x", 5.0, path)
+    plain = errors_module.store_error(sqlite3.OperationalError(text), "sqlite:///x", 5.0, path)
     assert type(plain) is StoreUnavailableError and advice in str(plain)
 
 
@@ -410,7 +411,7 @@ def test_an_io_error_on_a_file_cut_short_is_damage(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     path.write_bytes(path.read_bytes()[:-1000])
-    error = db_module.store_error(_sqlite_error(10, "disk I/O error"), "sqlite:///x", 5.0, path)
+    error = errors_module.store_error(_sqlite_error(10, "disk I/O error"), "sqlite:///x", 5.0, path)
     assert type(error) is CorruptStoreError
     assert ".recover" in str(error) and "not a whole number of pages" not in str(error)
 
@@ -419,7 +420,9 @@ def test_an_io_error_on_a_file_cut_short_is_damage(tmp_path: Path) -> None:
     "text", ["database disk image is malformed", "file is not a database", "UNIQUE constraint"]
 )
 def test_damage_is_never_advised_as_permissions_or_disk_space(tmp_path: Path, text: str) -> None:
-    error = db_module.store_error(sqlite3.DatabaseError(text), "sqlite:///x", 5.0, tmp_path / "x")
+    error = errors_module.store_error(
+        sqlite3.DatabaseError(text), "sqlite:///x", 5.0, tmp_path / "x"
+    )
     assert type(error) is CorruptStoreError
     assert "permission" not in str(error) and "disk is full" not in str(error)
     assert "Restore it from a backup" in str(error) and "move it aside" in str(error)

@@ -18,7 +18,7 @@ class Deadline:
 
     Everything a run awaits — its session I/O as much as its model calls — goes through
     :meth:`bound`, so the limit covers the whole run. A store call that blocks runs in a
-    worker thread (see :mod:`aniki._run.session_io`), so the event loop stays free to notice
+    worker thread (see :mod:`aniki.sessions._session_io`), so the event loop stays free to notice
     that the time is up.
     """
 

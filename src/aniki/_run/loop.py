@@ -1,6 +1,7 @@
-"""The turn loop shared by ``Runner.run`` and ``Runner.stream``.
+"""The turn loop shared by every run (:mod:`aniki._run.runs`): streamed or not, resumed, or
+an agent's run as a tool.
 
-One coroutine, :func:`execute`, runs a whole conversation turn; the two entry points differ
+One coroutine, :func:`execute`, runs a whole conversation turn; a run and a stream differ
 only in how model calls are made (``complete`` or ``stream``), where events go, and when
 messages reach the session:
 
@@ -9,7 +10,10 @@ messages reach the session:
   the consumer reaches ``RunCompleted``.
 
 A turn that asked for tools is committed together with all its tool results, so a crash
-between the two can never leave a tool call unanswered in the stored history.
+between the two can never leave a tool call unanswered in the stored history. A turn that
+asks for a call needing approval ends the loop with ``Outcome.held``, which the run keeps
+(:mod:`aniki._run.approvals`); a handoff lets another agent answer from the next turn on
+(:mod:`aniki._run.handoffs`).
 """
 
 from __future__ import annotations
@@ -17,10 +21,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from .._threads import SETUP
+from ..agent import Agent, AgentTool, Middleware
 from ..context import Context
 from ..errors import (
     AnikiError,
@@ -29,97 +33,28 @@ from ..errors import (
     ProviderError,
 )
 from ..errors import ValidationError as MessageValidationError
-from ..events import (
-    AgentUpdated,
-    StreamEvent,
-    StreamRestarted,
-    ToolCallCompleted,
-    ToolCallStarted,
-)
+from ..events import AgentUpdated, StreamRestarted, ToolCallCompleted, ToolCallStarted
 from ..messages import Message, ToolCall
-from ..providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, merge_settings
-from ..reports import ContextReport, ReportBuilder
-from ..sessions._guard import TurnGuard
+from ..providers.base import ModelRequest, ModelResponse, Provider, merge_settings
+from ..reports import ContextReport
+from ..sessions import _session_io as session_io
 from ..usage import Usage
-from . import observe, session_io
+from . import observe
+from .handoffs import (
+    handed_off,
+    handoff_answer,
+    handoff_definition,
+    handoff_targets,
+    misplaced_answer,
+)
 from .model_stream import stream_response
+from .plan import HeldTurn, Outcome, RunPlan
 from .replies import vetted
-from .subagents import CURRENT_PLAN, handed_off, handoff_answer, handoff_definition, handoff_targets
+from .reports import ReportBuilder
 
-if TYPE_CHECKING:
-    from ..agent import Agent, Middleware
-    from ..tools import Tool
-    from .approvals import HeldTurn
+__all__ = ["commit", "execute", "prepare", "run_tools", "run_turns", "switch_agent"]
 
-__all__ = [
-    "Outcome",
-    "RunPlan",
-    "commit",
-    "execute",
-    "prepare",
-    "run_tools",
-    "run_turns",
-    "switch_agent",
-]
-
-Emit = Callable[[StreamEvent], None]
 CallNext = Callable[[ModelRequest], Awaitable[ModelResponse]]
-
-
-@dataclass(slots=True)
-class RunPlan:
-    """Everything one run needs, fixed before its first turn."""
-
-    agent: Agent[Any]
-    session: Any
-    context: Context
-    provider: Provider | None
-    """``None`` until :func:`prepare` has built the agent's provider from its name."""
-    max_turns: int
-    middleware: tuple[Middleware, ...]
-    settings: ModelSettings
-    streaming: bool
-    stream_retries: int = 2
-    retry_backoff: float = 0.5
-    emit: Emit | None = None
-    tools: dict[str, Tool] = field(default_factory=dict)
-    """The tools the model may call in this run: the agent's own, and those its MCP servers
-    offer (gathered by :func:`prepare`)."""
-    handoffs: dict[str, Agent[Any]] = field(default_factory=dict)
-    """The agents the model may hand off to, by the name of the tool that does it."""
-    runner_middleware: tuple[Middleware, ...] = ()
-    """The runner's own middleware (``middleware`` adds the current agent's)."""
-    run_settings: ModelSettings | None = None
-    """The run's own settings (``settings`` merges them over the current agent's)."""
-    sub_usage: Usage = field(default_factory=Usage)
-    """What agents called as tools during the run cost."""
-    guard: TurnGuard = field(default_factory=TurnGuard)
-    """Refuses the run's answers once its question was undone (:mod:`aniki.sessions._guard`)."""
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What a run produced; ``pending`` holds what a stream has not committed yet."""
-
-    content: str = ""
-    output: Any = None
-    usage: Usage = field(default_factory=Usage)
-    new_messages: list[Message] = field(default_factory=list)
-    pending: list[Message] = field(default_factory=list)
-    history: Sequence[Message] | None = None
-    """The session's history as the last write returned it, for the next read (used once)."""
-    reports: ReportBuilder | None = None
-    """The run's context reports, one per model call."""
-    held: HeldTurn | None = None
-    """A turn stopped before a tool call that needs approval (the run ends there)."""
-    corrections: list[Message] = field(default_factory=list)
-    """A reply that did not fit the output schema and the note saying why: sent after the
-    history in the next request only, never stored."""
-
-    def take_history(self) -> Sequence[Message] | None:
-        """:attr:`history`, which is then forgotten: a later read must ask the store again."""
-        history, self.history = self.history, None
-        return history
 
 
 async def prepare(plan: RunPlan) -> None:
@@ -127,11 +62,15 @@ async def prepare(plan: RunPlan) -> None:
 
     A provider named by a string is imported and made on its first run (the vendor package
     takes up to a second to import), and the first report for an OpenAI model loads a
-    tokenizer (a third of a second): neither may stall the event loop.
+    tokenizer (a third of a second): neither may stall the event loop. The agent's tools are
+    gathered, each agent tool bound to this run (its sub-runs report here).
     """
     if plan.provider is None:
         plan.provider = await SETUP.submit(plan.agent.resolve_provider)
-    plan.tools = await plan.agent.gather_tools()
+    plan.tools = {
+        name: found.called_by(plan) if isinstance(found, AgentTool) else found
+        for name, found in (await plan.agent.gather_tools()).items()
+    }
     plan.handoffs = handoff_targets(plan.agent)
     model = plan.agent.model
     if model not in _COUNTED:
@@ -163,93 +102,102 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
 
 async def run_turns(plan: RunPlan, outcome: Outcome) -> Outcome:
     """The turns of :func:`execute` (also where a resumed run goes on): until the model
-    answers in text, or asks for a tool call that needs approval."""
-    token = CURRENT_PLAN.set(plan)  # for agents called as tools
-    try:
-        return await _turns(plan, outcome)
-    finally:
-        CURRENT_PLAN.reset(token)
-
-
-async def _turns(plan: RunPlan, outcome: Outcome) -> Outcome:
+    answers in text, or asks for a tool call that needs approval (``outcome.held``, for the
+    caller to keep in the store)."""
     call_model = _middleware_chain(plan)
-    reports = outcome.reports = ReportBuilder(plan.session, plan.agent.model)
+    outcome.reports = ReportBuilder(plan.session, plan.agent.model)
     retries = 0
     for turn in range(1, plan.max_turns + 1):
-        request = await _build_request(plan, outcome)
-        if observe.OBSERVER is None:
-            response = await call_model(request)
-        else:
-            response = await observe.OBSERVER.model_call(plan, outcome, request, call_model)
-        reports.settle(response.usage if isinstance(response, ModelResponse) else None)
-        outcome.usage += (
-            response.usage
-            if response.usage is not None
-            else Usage(requests=1, unreported_requests=1)  # not a measured zero
-        )
-        assistant = _with_report(_assistant_message(plan, response), reports.reports[-1])
+        assistant = await _model_turn(plan, outcome, call_model)
         if assistant.tool_calls:
-            awaiting = [
-                call
-                for call in assistant.tool_calls
-                if (found := plan.tools.get(call.name)) is not None and found.requires_approval
-            ]
-            if awaiting:
-                from . import approvals  # only a run that holds a call needs it
-
-                others = [call for call in assistant.tool_calls if call not in awaiting]
-                done = await run_tools(plan, others)
-                outcome.held = approvals.HeldTurn(
-                    plan.agent.name, assistant, tuple(done), tuple(awaiting)
-                )
-                if not plan.streaming:  # a stream keeps it with its messages, at the end
-                    await approvals.hold(plan.session, outcome.held)
+            step = await _tool_turn(plan, outcome, assistant)
+            if step == "held":
                 return outcome
-            chosen = handed_off(assistant.tool_calls, plan.handoffs)
-            if chosen is not None:
-                others = [call for call in assistant.tool_calls if call.name not in plan.handoffs]
-                ran = {m.tool_call_id: m for m in await run_tools(plan, others)}
-                answers = [
-                    handoff_answer(call, chosen, plan.handoffs)
-                    if call.name in plan.handoffs
-                    else ran[call.id]
-                    for call in assistant.tool_calls
-                ]
-                await commit(plan, outcome, [assistant, *answers])
-                await switch_agent(plan, plan.handoffs[chosen.name])
+            if step == "handed off":
                 call_model = _middleware_chain(plan)
-                if plan.emit is not None:
-                    plan.emit(AgentUpdated(plan.agent.name, "handoff"))
-                if turn == plan.max_turns:
-                    raise MaxTurnsExceeded(plan.max_turns)
-                continue
-            results = await run_tools(plan, assistant.tool_calls)
-            await commit(plan, outcome, [assistant, *results])
             if turn == plan.max_turns:
                 raise MaxTurnsExceeded(plan.max_turns)
             continue
-        outcome.content = assistant.content
-        spec = plan.agent.output
-        if spec is None:
-            await commit(plan, outcome, [assistant])
-            outcome.output = assistant.content
+        may_retry = retries < plan.agent.output_retries and turn < plan.max_turns
+        if await _answered(plan, outcome, assistant, may_retry=may_retry):
             return outcome
-        try:
-            outcome.output = spec.validate(assistant.content)
-        except OutputValidationError as invalid:
-            if retries < plan.agent.output_retries and turn < plan.max_turns:
-                retries += 1
-                outcome.corrections = [assistant, Message("user", _correction(invalid))]
-                if plan.emit is not None:  # the text streamed for this reply is void
-                    plan.emit(
-                        StreamRestarted(f"the reply did not fit the output schema: {invalid}")
-                    )
-                continue
-            await commit(plan, outcome, [assistant])
-            raise
-        await commit(plan, outcome, [assistant])
-        return outcome
+        retries += 1
     raise MaxTurnsExceeded(plan.max_turns)  # only reached with max_turns < 1
+
+
+async def _model_turn(plan: RunPlan, outcome: Outcome, call_model: CallNext) -> Message:
+    """One model call: its request, its report, and the assistant message it produced."""
+    request = await _build_request(plan, outcome)
+    if observe.OBSERVER is None:
+        response = await call_model(request)
+    else:
+        response = await observe.OBSERVER.model_call(plan, outcome, request, call_model)
+    reports = outcome.reports
+    assert reports is not None, "run_turns starts the run's reports"
+    reports.settle(response.usage if isinstance(response, ModelResponse) else None)
+    outcome.usage += (
+        response.usage
+        if response.usage is not None
+        else Usage(requests=1, unreported_requests=1)  # not a measured zero
+    )
+    return _with_report(_assistant_message(plan, response), reports.reports[-1])
+
+
+async def _tool_turn(
+    plan: RunPlan, outcome: Outcome, assistant: Message
+) -> Literal["ran", "held", "handed off"]:
+    """Answer the tool calls of ``assistant`` and store the turn; or stop before a call that
+    needs approval (``outcome.held``); or hand the conversation off."""
+    calls = assistant.tool_calls
+    awaiting = [
+        call
+        for call in calls
+        if (found := plan.tools.get(call.name)) is not None and found.requires_approval
+    ]
+    if awaiting:
+        done = await run_tools(plan, [call for call in calls if call not in awaiting])
+        outcome.held = HeldTurn(plan.agent.name, assistant, tuple(done), tuple(awaiting))
+        return "held"
+    chosen = handed_off(calls, plan.handoffs)
+    if chosen is None:
+        await commit(plan, outcome, [assistant, *await run_tools(plan, calls)])
+        return "ran"
+    others = [call for call in calls if call.name not in plan.handoffs]
+    ran = {m.tool_call_id: m for m in await run_tools(plan, others)}
+    answers = [
+        handoff_answer(call, chosen, plan.handoffs) if call.name in plan.handoffs else ran[call.id]
+        for call in calls
+    ]
+    await commit(plan, outcome, [assistant, *answers])
+    await switch_agent(plan, plan.handoffs[chosen.name])
+    if plan.emit is not None:
+        plan.emit(AgentUpdated(plan.agent.name, "handoff"))
+    return "handed off"
+
+
+async def _answered(
+    plan: RunPlan, outcome: Outcome, assistant: Message, *, may_retry: bool
+) -> bool:
+    """Store ``assistant``'s text as the run's answer (``True``); or, when it does not fit
+    the output schema and ``may_retry``, send it back with the errors (``False``)."""
+    outcome.content = assistant.content
+    spec = plan.agent.output
+    if spec is None:
+        await commit(plan, outcome, [assistant])
+        outcome.output = assistant.content
+        return True
+    try:
+        outcome.output = spec.validate(assistant.content)
+    except OutputValidationError as invalid:
+        if may_retry:
+            outcome.corrections = [assistant, Message("user", _correction(invalid))]
+            if plan.emit is not None:  # the text streamed for this reply is void
+                plan.emit(StreamRestarted(f"the reply did not fit the output schema: {invalid}"))
+            return False
+        await commit(plan, outcome, [assistant])
+        raise
+    await commit(plan, outcome, [assistant])
+    return True
 
 
 def _correction(invalid: OutputValidationError) -> str:
@@ -363,11 +311,7 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
             plan.emit(ToolCallStarted(call))
         tool = plan.tools.get(call.name)
         if tool is None and call.name in plan.handoffs:  # asked for beside a held call
-            message = Message(
-                role="tool",
-                content=f"Not transferred: {call.name} must be called alone; call it again.",
-                tool_call_id=call.id,
-            )
+            message = misplaced_answer(call)
         elif tool is None:
             known = ", ".join(sorted(plan.tools)) or "none"
             message = Message(

@@ -17,7 +17,7 @@ from ..events import ReasoningDelta, StreamRestarted, TextDelta
 from ..providers.base import ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
-    from .loop import RunPlan
+    from .plan import RunPlan
 
 __all__ = ["stream_response"]
 

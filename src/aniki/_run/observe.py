@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..providers.base import ModelRequest, ModelResponse
     from ..result import RunResult
     from ..tools import Tool
-    from .loop import Outcome, RunPlan
+    from .plan import Outcome, RunPlan
 
 __all__ = ["OBSERVER", "UNOBSERVED", "Observer", "RunObservation", "observe_stream"]
 

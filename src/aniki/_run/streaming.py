@@ -26,8 +26,8 @@ from ..errors import UserError
 from ..events import RunCompleted, StreamEvent
 from ..result import RunResult
 from .deadline import Deadline
-from .loop import Outcome
 from .observe import UNOBSERVED, RunObservation
+from .plan import Outcome
 
 __all__ = ["StreamedRun"]
 

@@ -50,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _hide_passwords(text: str, args: list[str]) -> str:
     """``text`` with each argument that holds a password shown redacted."""
-    from ..sessions._codec import redact
+    from .._secrets import hide_password
 
     for arg in sorted(set(args), key=len, reverse=True):
-        hidden = redact(arg)
+        hidden = hide_password(arg)
         if hidden != arg:
             text = text.replace(arg, hidden)
     return text

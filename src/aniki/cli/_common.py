@@ -17,8 +17,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from .._secrets import hide_password
 from ..errors import AnikiError, UserError
-from ..sessions._codec import redact
 
 __all__ = [
     "EXIT_FAILED",
@@ -73,7 +73,7 @@ def text(value: object) -> str:
 
 def shown_url(url: str) -> str:
     """A store URL as printed: any password replaced by ``***``, markup escaped."""
-    return text(redact(url))
+    return text(hide_password(url))
 
 
 def default_store_url() -> str:

@@ -10,6 +10,7 @@ from urllib.parse import unquote
 
 from ..errors import StoreError, UserError
 from ..messages import Message
+from ..sessions._capabilities import capabilities_of
 from ..sessions.base import SessionInfo
 
 __all__ = [
@@ -80,7 +81,7 @@ def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list
 def absent(url: str) -> bool:
     """Whether ``url`` names a SQLite file or a session directory that does not exist: a
     command that only reads then finds nothing, and creates nothing."""
-    from ..sessions.url import _file_path
+    from ..sessions.url import file_path
 
     database = sqlite_path(url)
     if database is not None:
@@ -89,7 +90,7 @@ def absent(url: str) -> bool:
     rest = rest.partition("?")[0]
     if scheme.lower() == "file":
         try:
-            return not Path(_file_path(url, rest)).exists()
+            return not Path(file_path(url, rest)).exists()
         except UserError:
             return False  # opening it says what is wrong
     return False
@@ -119,7 +120,7 @@ def replace_messages(url: str, session_id: str, messages: Sequence[Message]) -> 
     """Make ``messages`` the whole history of ``session_id`` (an empty list deletes it)."""
     session = open_store_session(url, session_id)
     try:
-        replace = getattr(session, "_replace", None)
+        replace = capabilities_of(session).replace
         if replace is not None:  # SQLite, Redis, PostgreSQL: one transaction, old or new
             replace(list(messages))
             return
@@ -134,8 +135,8 @@ def fork_session(url: str, session_id: str, new_id: str, upto: str | None) -> in
     """Fork ``session_id`` into ``new_id`` (through message ``upto``); the messages copied."""
     session = open_store_session(url, session_id)
     try:
-        fork = getattr(session, "fork", None)
-        if not callable(fork):
+        fork = capabilities_of(session).fork
+        if fork is None:
             raise UserError(f"the store at {url!r} cannot fork sessions")
         forked = fork(new_id, upto=upto)
         try:
@@ -150,8 +151,8 @@ def undo_session(url: str, session_id: str) -> Sequence[Message]:
     """Remove the last turn of ``session_id``; the messages removed."""
     session = open_store_session(url, session_id)
     try:
-        undo = getattr(session, "undo", None)
-        if not callable(undo):
+        undo = capabilities_of(session).undo
+        if undo is None:
             raise UserError(f"the store at {url!r} cannot undo a turn")
         removed: Sequence[Message] = undo()
         return removed
@@ -160,6 +161,6 @@ def undo_session(url: str, session_id: str) -> Sequence[Message]:
 
 
 def _close(session: Any) -> None:
-    close = getattr(session, "close", None)
-    if callable(close):
+    close = capabilities_of(session).close
+    if close is not None:
         close()

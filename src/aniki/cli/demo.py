@@ -14,12 +14,12 @@ import click
 import pydantic
 from rich.table import Table
 
+from .._secrets import hide_password
 from ..agent import Agent
 from ..events import RunCompleted, TextDelta, ToolCallCompleted, ToolCallStarted
 from ..messages import Message
 from ..providers.base import ModelRequest, Provider
 from ..runner import Runner
-from ..sessions._codec import redact
 from ..sessions.memory import InMemorySession
 from ..sessions.policies.budget import TokenBudgetSession
 from ..testing.mock import MockProvider, MockReply
@@ -239,7 +239,8 @@ async def _tour(provider: Provider, model: str, url: str, session: Any, *, live:
 
     console.print("\n[bold]4. A token budget[/]: tokens sent per turn, with and without it")
     await _budget_table(provider, model, turns=5 if live else 30)
-    again = f"aniki sessions show {shlex.quote(session_id)} --store {shlex.quote(redact(url))}"
+    where = shlex.quote(hide_password(url))
+    again = f"aniki sessions show {shlex.quote(session_id)} --store {where}"
     console.print(
         f"\nSee the conversation again with [bold]{text(again)}[/], "
         "or start your own with [bold]aniki chat[/]."

@@ -13,9 +13,9 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from .._secrets import hide_password
 from ..errors import StoreError
 from ..messages import Attachment, Message
-from ..sessions._codec import redact as redact_url
 from ..tokens import count_tokens
 from ._common import (
     EXIT_FAILED,
@@ -70,7 +70,7 @@ def list_command(store: str | None) -> None:
     url = store or default_store_url()
     problems: list[StoreError] = []
     infos = list_sessions(url, problems=problems)
-    table = Table(title=Text(f"sessions in {redact_url(url)}"), title_justify="left")
+    table = Table(title=Text(f"sessions in {hide_password(url)}"), title_justify="left")
     for column in ("id", "messages", "last update", "~tokens"):
         table.add_column(column, justify="right" if column != "id" else "left")
     for info in infos:
@@ -173,7 +173,7 @@ def import_command(file: Path, store: str | None, session_id: str | None, replac
     target = session_id or found_id or file.stem
     if read_messages(url, target) and not replace:
         fail(
-            f"session {target!r} already has messages in {redact_url(url)}",
+            f"session {target!r} already has messages in {hide_password(url)}",
             code=EXIT_USAGE,
             hint="pass --replace to overwrite it, or --id to import under another id",
         )
@@ -220,7 +220,7 @@ def copy_command(source: str, destination: str, store: str | None, replace: bool
     messages = _existing(src_url, src_id)
     if read_messages(dst_url, dst_id) and not replace:
         fail(
-            f"session {dst_id!r} already has messages in {redact_url(dst_url)}",
+            f"session {dst_id!r} already has messages in {hide_password(dst_url)}",
             code=EXIT_USAGE,
             hint="pass --replace to overwrite it",
         )
@@ -289,7 +289,7 @@ def _reference(reference: str, default_url: str) -> tuple[str, str]:
     found = split_reference(reference, default_url)
     if found is None:
         fail(
-            f"{redact_url(reference)!r} names a store but no session: write URL#SESSION_ID, "
+            f"{hide_password(reference)!r} names a store but no session: write URL#SESSION_ID, "
             "or pass the store as --store URL and the session id alone",
             code=EXIT_USAGE,
         )
@@ -301,7 +301,7 @@ def _existing(url: str, session_id: str) -> Sequence[Message]:
     messages = read_messages(url, session_id)
     if not messages:
         fail(
-            f"no session {session_id!r} in {redact_url(url)}",
+            f"no session {session_id!r} in {hide_password(url)}",
             code=EXIT_FAILED,
             hint="`aniki sessions list` shows the sessions of a store",
         )

@@ -28,8 +28,8 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import __version__
+from .._secrets import hide_password
 from ..errors import AnikiError
-from ..sessions._codec import redact
 from ..sessions._pages import Page
 from ._chart import chart
 from ._data import StoreReader
@@ -80,7 +80,7 @@ def create_app(url: str) -> Starlette:
 class _Inspector:
     def __init__(self, url: str) -> None:
         self.url = url
-        self.shown_url = redact(url)
+        self.shown_url = hide_password(url)
         self.reader: StoreReader | None = None
         self.limiter = anyio.CapacityLimiter(1)  # one thread uses the store at a time
         self.templates = Environment(
@@ -325,7 +325,7 @@ class _Inspector:
         if isinstance(exc, HTTPException):
             status, message = exc.status_code, str(exc.detail)
         elif isinstance(exc, AnikiError):
-            status, message = 502, redact(str(exc))
+            status, message = 502, hide_password(str(exc))
         else:
             status, message = 500, f"the inspector failed: {type(exc).__name__}"
         return self._page("error.html", status=status, title="Error", message=message)

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._secrets import hide_password
 from ..errors import UserError
 from ..messages import Message
 from ..reports import ContextReport
-from ..sessions._codec import redact
+from ..sessions._capabilities import capabilities_of
 from ..sessions._pages import Page, read_page
 from ..sessions.base import SessionInfo
 
@@ -137,7 +138,7 @@ class StoreReader:
         self.url = check_store_url(url)
         if absent(self.url):
             raise UserError(
-                f"there is no store at {redact(self.url)}: check the path "
+                f"there is no store at {hide_password(self.url)}: check the path "
                 "(an absolute path needs four slashes, as in sqlite:////var/chats.db)"
             )
         _refuse_empty(self.url)
@@ -225,8 +226,8 @@ class StoreReader:
         """The stored summary's text and how many messages it covers."""
         from ..sessions.policies._summary import SUMMARY_KEY, Summary
 
-        get_meta = getattr(self._session(session_id), "get_meta", None)
-        if not callable(get_meta):
+        get_meta = capabilities_of(self._session(session_id)).get_meta
+        if get_meta is None:
             return None
         summary = Summary.from_record(get_meta(SUMMARY_KEY))
         return None if summary is None else (summary.text, summary.covered)
@@ -279,7 +280,7 @@ def _refuse_empty(url: str) -> None:
             return
         if row is None or row[0] is None:
             raise UserError(
-                f"the database at {redact(url)} holds no aniki sessions (it has no "
+                f"the database at {hide_password(url)} holds no aniki sessions (it has no "
                 f"{DEFAULT_TABLE} table); the inspector only reads, so it does not create it"
             )
 

@@ -21,7 +21,6 @@ The package:
 - ``_link.py``: one connection, held by a task of its own; closing what is open at exit
 - ``_tools.py``: a server's tools as aniki tools
 - ``_results.py``: a tool result as the ``tool`` message (no I/O)
-- ``_secrets.py``: header and environment values kept out of errors, logs and reprs
 - ``_errors.py``: :class:`MCPServerError`
 - ``_sdk.py``: the ``mcp`` import, with the install command when it is missing
 """

@@ -17,13 +17,13 @@ from typing_extensions import Self
 from mcp import Client, MCPError, types
 
 from .._aio import within
+from .._secrets import Secrets, redact, scrub
 from ..errors import UserError
 from ..messages import Message, ToolCall
 from ..tools import Tool
 from ._errors import MCPServerError
 from ._link import Link, first_leaf
 from ._results import failed, result_message
-from ._secrets import Secrets
 from ._tools import MCPTool, build_tools
 
 __all__ = ["MCPServerBase"]
@@ -207,7 +207,7 @@ class MCPServerBase:
             reason = self._reason(exc)
             raise MCPServerError(
                 f"could not connect to MCP server {self._name!r}: {reason}", server=self._name
-            ) from self._secrets.scrubbed(exc)
+            ) from scrub(exc, self._secrets)
         return link
 
     def _forget(self, link: Link) -> None:
@@ -248,7 +248,7 @@ class MCPServerBase:
             raise MCPServerError(
                 f"MCP server {self._name!r} could not list its tools: {self._reason(exc)}",
                 server=self._name,
-            ) from self._secrets.scrubbed(exc)
+            ) from scrub(exc, self._secrets)
         tools = build_tools(self, listed, prefix=self.tool_prefix, server_name=self._name)
         with self._guard:
             self._tools, self._listed_at = tools, changes
@@ -326,7 +326,7 @@ class MCPServerBase:
         return message
 
     def _reason(self, exc: BaseException) -> str:
-        return self._secrets.scrub(_said(first_leaf(exc)))
+        return redact(_said(first_leaf(exc)), self._secrets)
 
     def _shown(self) -> str:
         """The arguments a repr shows (never a secret)."""

@@ -17,9 +17,9 @@ import json
 
 from mcp import types
 
+from .._secrets import Secrets, redact
 from ..messages import MAX_ATTACHMENT_BYTES, MEDIA_TYPES, Attachment, Message, ToolCall
 from ..tools import EMPTY_RESULT
-from ._secrets import Secrets
 
 __all__ = ["failed", "result_message", "safe_text"]
 
@@ -33,7 +33,7 @@ def safe_text(text: str) -> str:
 
 def failed(call: ToolCall, text: str, secrets: Secrets) -> Message:
     """The ``tool`` message saying a call failed: ``text``, its secrets hidden."""
-    return Message("tool", safe_text(secrets.scrub(text)), tool_call_id=call.id)
+    return Message("tool", safe_text(redact(text, secrets)), tool_call_id=call.id)
 
 
 def result_message(

@@ -11,9 +11,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp import MCPError, types
 
+from .._secrets import Secrets, shown_url, url_secrets
 from ..errors import UserError
 from ._base import MCPServerBase
-from ._secrets import Secrets, shown_url
 
 __all__ = ["MCPServerHTTP"]
 
@@ -88,7 +88,7 @@ class MCPServerHTTP(MCPServerBase):
             tool_prefix=tool_prefix,
             cache_tools=cache_tools,
             attach_media=attach_media,
-            secrets=Secrets([*self._headers.values(), *_url_secrets(url)]),
+            secrets=Secrets([*self._headers.values(), *url_secrets(url)]),
         )
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
@@ -118,14 +118,3 @@ def _default_name(url: str) -> str:
     """``"mcp.example.com/mcp"`` for ``https://user:pw@mcp.example.com/mcp?key=...``."""
     shown = shown_url(url).partition("://")[2].partition("?")[0]
     return shown.rpartition("@")[2].rstrip("/") or shown_url(url)
-
-
-def _url_secrets(url: str) -> list[str]:
-    """The password and the query values of ``url``."""
-    rest = url.partition("://")[2]
-    authority = rest.partition("/")[0].partition("?")[0]
-    userinfo = authority.rpartition("@")[0]
-    found = [userinfo.partition(":")[2]] if userinfo else []
-    query = rest.partition("?")[2].partition("#")[0]
-    found += [pair.partition("=")[2] for pair in query.split("&") if pair]
-    return [value for value in found if value]

@@ -11,9 +11,9 @@ from typing import Any
 
 from mcp import StdioServerParameters, stdio_client
 
+from .._secrets import Secrets
 from ..errors import UserError
 from ._base import MCPServerBase
-from ._secrets import Secrets
 
 __all__ = ["MCPServerStdio"]
 

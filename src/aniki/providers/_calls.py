@@ -12,9 +12,10 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from typing import Any, Protocol
 
+from .._secrets import redact, scrub
 from ..errors import ProviderError, UserError
 from ..events import ReasoningDelta, TextDelta
-from ._errors import ErrorContext, VendorErrors, redact, scrub, stream_interrupted, translate
+from ._errors import ErrorContext, VendorErrors, stream_interrupted, translate
 from ._stream import MalformedReply, describe_stream_failure, guarded, undecodable_json
 from .base import ModelResponse, ModelStreamEvent
 

@@ -29,7 +29,6 @@ import os
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from .._threads import SETUP
 from ..errors import UserError
@@ -39,7 +38,6 @@ __all__ = [
     "check_client_options",
     "check_retry_options",
     "close_loop_clients",
-    "display_url",
     "from_env",
 ]
 
@@ -178,16 +176,6 @@ def from_env(explicit: str | None, env_var: str) -> str | None:
     if explicit is not None:
         return explicit
     return os.environ.get(env_var) or None
-
-
-def display_url(url: str) -> str:
-    """``url`` without any user:password part, safe for messages and reprs."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def check_retry_options(timeout: float | None, max_retries: int) -> None:

@@ -21,10 +21,9 @@ a stream that broke part-way            ``StreamInterruptedError``
 
 The API key never appears in an error: messages are composed here, and the server's own
 text and body are scrubbed of the key in case a server echoes it. So are the vendor's
-exceptions kept as ``__cause__`` (:func:`scrub`), which every traceback prints. An error is
-classified before anything is scrubbed, and only a key that can be a secret is scrubbed
-(:func:`is_secret`): a local server's placeholder key (``"x"``, ``"EMPTY"``) is no secret,
-and replacing every ``x`` of an error text would only garble it.
+exceptions kept as ``__cause__``, which every traceback prints. An error is classified
+before anything is scrubbed, and only a key that can be a secret is scrubbed (both with
+:mod:`aniki._secrets`): a local server's placeholder key (``"x"``, ``"EMPTY"``) is no secret.
 
 What the server said is quoted whole up to a few thousand characters, and by its start and
 its end beyond that (:mod:`._server_text`), with the credentials it echoes taken out.
@@ -32,7 +31,6 @@ its end beyond that (:mod:`._server_text`), with the credentials it echoes taken
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import math
 import time
@@ -41,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .._secrets import redact, scrub
 from ..errors import (
     AuthenticationError,
     BadRequestError,
@@ -60,18 +59,13 @@ __all__ = [
     "client_build_error",
     "context_window_exceeded",
     "error_for_status",
-    "is_secret",
     "missing_key_error",
     "parse_retry_after",
-    "redact",
-    "scrub",
     "server_message",
     "stream_interrupted",
     "translate",
     "v1_hint",
 ]
-
-_REDACTED = "***"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,82 +97,6 @@ class VendorErrors:
     """Raised when a request timed out (a subclass of ``connection``)."""
     connection: type[BaseException]
     """Raised when the server could not be reached."""
-
-
-MIN_SECRET_LENGTH = 8
-"""The shortest key scrubbed from texts; no provider issues keys that short."""
-
-_PLACEHOLDERS = frozenset(
-    {
-        "anything",
-        "api-key",
-        "changeme",
-        "lm-studio",
-        "lmstudio",
-        "no-api-key",
-        "not-needed",
-        "not_needed",
-        "notneeded",
-        "password",
-        "placeholder",
-        "sk-no-key-required",
-        "your-api-key",
-        "your_api_key",
-    }
-)
-"""Keys people pass to local servers that check none (llama.cpp, vLLM, Ollama, LM Studio)."""
-
-
-def is_secret(secret: str | None) -> bool:
-    """Whether ``secret`` can be a real API key, and so must be scrubbed from every text.
-
-    Keys shorter than :data:`MIN_SECRET_LENGTH` characters and well-known placeholder words
-    are not: scrubbing ``"x"`` would turn "maximum context length" into "ma***imum ...".
-    """
-    if not secret or len(secret.strip()) < MIN_SECRET_LENGTH:
-        return False
-    return secret.strip().lower() not in _PLACEHOLDERS
-
-
-def redact(value: Any, secret: str | None) -> Any:
-    """``value`` with every occurrence of ``secret`` replaced, looking into dicts and lists
-    (unchanged when ``secret`` cannot be a real key: see :func:`is_secret`)."""
-    if not secret or not is_secret(secret):
-        return value
-    if isinstance(value, str):
-        return value.replace(secret, _REDACTED)
-    if isinstance(value, Mapping):
-        return {key: redact(item, secret) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(item, secret) for item in value]
-    return value
-
-
-def scrub(exc: BaseException, secret: str | None) -> BaseException:
-    """``exc``, with ``secret`` taken out of its text and body and those of every exception
-    chained to it; returned for ``raise ... from scrub(exc, secret)``.
-
-    A vendor exception becomes the ``__cause__`` of the aniki error, so a traceback or an
-    error reporter prints it: a server that echoes the key (some put it in a 401 body) must
-    not put it there either.
-    """
-    if not secret or not is_secret(secret):
-        return exc
-    pending: list[BaseException | None] = [exc]
-    seen: set[int] = set()
-    while pending:
-        node = pending.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        node.args = tuple(redact(arg, secret) for arg in node.args)
-        for name in ("message", "body"):
-            value = getattr(node, name, None)
-            if isinstance(value, (str, Mapping, list, tuple)):
-                with contextlib.suppress(AttributeError, TypeError):
-                    setattr(node, name, redact(value, secret))
-        pending += [node.__cause__, node.__context__]
-    return exc
 
 
 def parse_retry_after(

@@ -8,11 +8,11 @@ from typing import Any
 
 import openai
 
+from .._secrets import hide_password
 from ._client import (
     PerLoopClient,
     check_client_options,
     check_retry_options,
-    display_url,
     from_env,
 )
 from ._errors import ErrorContext, VendorErrors, client_build_error, missing_key_error
@@ -58,7 +58,7 @@ class OpenAIClientBase:
         self._errors = ErrorContext(
             provider=self.name,
             env_var=ENV_KEY,
-            base_url=display_url(self.base_url),
+            base_url=hide_password(self.base_url),
             secret=self._api_key or None,
             base_path="/v1",
         )
@@ -66,7 +66,7 @@ class OpenAIClientBase:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(base_url={display_url(self.base_url)!r}, "
+            f"{type(self).__name__}(base_url={hide_password(self.base_url)!r}, "
             f"max_retries={self.max_retries}, timeout={self.timeout})"
         )
 

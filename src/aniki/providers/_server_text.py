@@ -9,7 +9,8 @@ last one, after a long traceback or an echo of the request, so the text is kept 
 to :data:`MAX_QUOTED` characters, and beyond that its start and its end are kept.
 
 Credentials a server may echo (``Authorization: Bearer ...``, ``api_key=...``) are taken
-out of the quoted text; the provider's own key is scrubbed before (see :mod:`._errors`).
+out of the quoted text (:func:`~aniki._secrets.hide_credentials`); the provider's own key is
+scrubbed before (see :mod:`._errors`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._secrets import hide_credentials
+
 __all__ = [
     "MAX_QUOTED",
     "context_window_exceeded",
     "quoted",
-    "scrub_credentials",
     "server_message",
 ]
 
@@ -49,25 +51,11 @@ _HEAD = 1_800
 _TAIL = 1_800
 """What is kept of a longer text: its start, and its end, where a traceback says what broke."""
 
-# A value counts as a credential when it has 8 characters or more, one a digit at least:
-# "Bearer authentication required" or "password: required" stay readable.
-_CREDENTIALS = re.compile(
-    r"(\bbearer\s+)(?=[A-Za-z._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,}"
-    r"|(\b(?:api[_-]?key|x-api-key|access[_-]?token|secret|password)[\"']?\s*[:=]\s*[\"']?)"
-    r"(?=[^\s\"',;}&\d]*\d)[^\s\"',;}&]{8,}",
-    re.IGNORECASE,
-)
-
-
-def scrub_credentials(text: str) -> str:
-    """``text`` with the values of credentials it shows replaced by ``***``."""
-    return _CREDENTIALS.sub(lambda found: f"{found.group(1) or found.group(2)}***", text)
-
 
 def quoted(text: str) -> str:
     """``text`` as an error message quotes it: whole up to :data:`MAX_QUOTED` characters,
     else its start and end around a note of how much was left out."""
-    text = scrub_credentials(text.strip())
+    text = hide_credentials(text.strip())
     if len(text) <= MAX_QUOTED:
         return text
     left_out = len(text) - _HEAD - _TAIL

@@ -9,6 +9,7 @@ from typing import Any
 
 import anthropic
 
+from .._secrets import hide_password
 from ..errors import UserError
 from ._anthropic_wire import EventAccumulator, build_params, parse_message
 from ._calls import complete_call, stream_call
@@ -16,7 +17,6 @@ from ._client import (
     PerLoopClient,
     check_client_options,
     check_retry_options,
-    display_url,
     from_env,
 )
 from ._errors import ErrorContext, VendorErrors, client_build_error, missing_key_error
@@ -134,14 +134,14 @@ class AnthropicProvider:
         self._errors = ErrorContext(
             provider=self.name,
             env_var=_ENV_KEY,
-            base_url=display_url(self.base_url),
+            base_url=hide_password(self.base_url),
             secret=secret or None,
         )
         self._clients: PerLoopClient[anthropic.AsyncAnthropic] = PerLoopClient(self._new_client)
 
     def __repr__(self) -> str:
         return (
-            f"AnthropicProvider(base_url={display_url(self.base_url)!r}, "
+            f"AnthropicProvider(base_url={hide_password(self.base_url)!r}, "
             f"max_retries={self.max_retries}, timeout={self.timeout})"
         )
 

@@ -6,13 +6,10 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
+from .._secrets import scrub
 from ..errors import BadRequestError, ContextWindowExceededError, ProviderError, RateLimitError
 from ._calls import complete_call, stream_call
-from ._errors import (
-    ErrorContext,
-    context_window_exceeded,
-    scrub,
-)
+from ._errors import ErrorContext, context_window_exceeded
 from ._openai_base import VENDOR, OpenAIClientBase
 from ._responses_stream import EventAccumulator
 from ._responses_wire import PROVIDER, build_params, parse_response

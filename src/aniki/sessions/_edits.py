@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ..errors import UserError
 from ..messages import Message
-from ._codec import check_session_id
+from ._args import check_session_id
 
 __all__ = [
     "FORK_SKIPPED_META",

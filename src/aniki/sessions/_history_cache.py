@@ -1,9 +1,10 @@
-"""``HistoryCache``: the history a server-backed session instance has already read.
+"""``HistoryCache``: the history a session instance has already read from its store.
 
 A store tags what it returns with a *generation* (a value that changes whenever the session
-is cleared) and a *position* (how far this instance has read: a count, or the last sequence
-number). The next read asks the server only for what lies past the position, and starts over
-when the generation changed, so a long conversation costs O(new messages) per read.
+is cleared) and a *position* (how far this instance has read: a count, the last sequence
+number or key, a byte offset in a file). The next read asks the store only for what lies
+past the position, and starts over when the generation changed, so a long conversation costs
+O(new messages) per read. Every built-in store but the in-memory one keeps its history so.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ class HistoryCache(Generic[G]):
     def __len__(self) -> int:
         return len(self._messages)
 
-    def reset(self, generation: G | None = None) -> None:
-        """Forget everything (a clear, or a generation this instance has not seen)."""
-        self.generation, self.position = generation, 0
+    def reset(self, generation: G | None = None, position: int = 0) -> None:
+        """Forget everything (a clear, or a generation this instance has not seen); the next
+        read starts at ``position`` (where the store's records begin)."""
+        self.generation, self.position = generation, position
         self._messages, self._snapshot = [], ()
 
     def extend(self, messages: Iterable[Message], position: int) -> None:

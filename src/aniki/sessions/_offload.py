@@ -23,13 +23,13 @@ import asyncio
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import Future
 from contextlib import suppress
-from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
 from .._threads import LANES
 from ..errors import StoreUnavailableError
-from ..messages import Message, MessageLike, to_message
-from ._codec import check_limit, to_messages
+from ..messages import Message, MessageLike, to_message, to_messages
+from ._args import check_limit
+from ._closing import AsyncClosing
 
 __all__ = ["LocalStore", "Offloaded"]
 
@@ -70,7 +70,7 @@ class LocalStore(Protocol):
 StoreT = TypeVar("StoreT", bound=LocalStore)
 
 
-class Offloaded(Generic[StoreT]):
+class Offloaded(AsyncClosing, Generic[StoreT]):
     """Base of the async twins: every method awaits the sync session's, run in its lane."""
 
     def __init__(self, sync: StoreT, *, lane: Hashable, timeout: float, store: str) -> None:
@@ -103,7 +103,7 @@ class Offloaded(Generic[StoreT]):
     async def _add_then_get(
         self, messages: list[Message], limit: int | None = None
     ) -> tuple[Message, ...]:
-        # add_messages then get_messages in one trip to the thread (see aniki._run.session_io).
+        # add_messages then get_messages in one trip to the thread (see aniki.sessions._session_io).
         batch = to_messages(messages)
         checked = check_limit(limit)
 
@@ -122,7 +122,7 @@ class Offloaded(Generic[StoreT]):
         read: bool = False,
         limit: int | None = None,
     ) -> tuple[Message, ...] | None:
-        # The sync session's _add_after (aniki.sessions._chain.AppendsAfter) in one trip to
+        # The sync session's _add_after (aniki.sessions._capabilities.AppendsAfter) in one trip to
         # the thread: with read, the read after it too.
         batch = to_messages(messages)
         checked = check_limit(limit)
@@ -153,17 +153,6 @@ class Offloaded(Generic[StoreT]):
     async def aclose(self) -> None:
         """Drop the cache and close what the session holds open; it reopens on next use."""
         await self._call(self._sync.close)
-
-    async def __aenter__(self: _Self) -> _Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def _write(self, batch: list[Message]) -> None:
         # One message takes the store's single-statement path.
@@ -212,6 +201,3 @@ def _copy(future: Future[T], waiting: asyncio.Future[T]) -> None:
         waiting.set_exception(error)
     else:
         waiting.set_result(future.result())
-
-
-_Self = TypeVar("_Self", bound=Offloaded[Any])

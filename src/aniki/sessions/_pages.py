@@ -1,42 +1,23 @@
 """Paged reads of a stored session: :func:`read_page` and the :class:`Page` it returns.
 
-A built-in store reads a page through its sessions' ``_page`` method: only the rows asked
-for (plus whatever index work the store needs), all in one consistent snapshot, so the
-total and the messages agree even while another process appends. Any other session is
-read whole with ``get_messages()`` and sliced.
+A built-in store reads a page through its sessions' ``_page`` method (the
+:class:`~aniki.sessions._capabilities.Pages` capability): only the rows asked for (plus
+whatever index work the store needs), all in one consistent snapshot, so the total and the
+messages agree even while another process appends. Any other session is read whole with
+``get_messages()`` and sliced.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from ..messages import Message
+from ._capabilities import Page, capabilities_of
 
 __all__ = ["REACH", "Page", "read_page", "span", "window"]
 
 REACH = 2**52
 """How far :func:`span` lets a bound reach: past any store's largest history, yet exact in
 every store's arithmetic (a Lua number is a double, exact to 2**53)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A slice of a session's history, read in one consistent snapshot.
-
-    Example::
-
-        page = read_page(session, -50, 50)  # the last 50 messages
-        page.total, page.start, len(page.messages)  # (100000, 99950, 50)
-    """
-
-    total: int
-    """How many messages the session held at the time of the read."""
-    start: int
-    """The index of ``messages[0]`` in the whole history (from 0); for an empty page, where
-    it would have started (``total`` when the page asked for lies past the end)."""
-    messages: tuple[Message, ...]
-    """The messages, oldest first."""
 
 
 def read_page(session: Any, start: int, limit: int) -> Page:
@@ -62,10 +43,9 @@ def read_page(session: Any, start: int, limit: int) -> Page:
             "to read backwards from the end, pass a negative start instead"
         )
     start, limit = int(start), int(limit)
-    page = getattr(type(session), "_page", None)
+    page = capabilities_of(session).page
     if page is not None:
-        result: Page = page(session, start, limit)
-        return result
+        return page(start, limit)
     history = tuple(session.get_messages())
     first, stop = window(start, limit, len(history))
     return Page(len(history), first, history[first:stop])

@@ -10,6 +10,7 @@ from typing import Protocol, cast, runtime_checkable
 from .._checks import shown
 from ..errors import UserError
 from ..messages import Message, MessageLike
+from ._capabilities import missing_methods
 
 __all__ = ["AsyncSession", "Session", "SessionInfo", "require_session"]
 
@@ -92,13 +93,10 @@ class SessionInfo:
     """When a message was last appended (UTC), when the store records it."""
 
 
-_METHODS = ("add_message", "get_messages", "clear")
-
-
 def require_session(value: object, where: str = "session=") -> Session | AsyncSession:
     """``value`` when it has the four members of :class:`Session` (or :class:`AsyncSession`),
     else a :class:`~aniki.UserError` saying what to pass instead."""
-    missing = [name for name in _METHODS if not callable(getattr(value, name, None))]
+    missing = missing_methods(value)
     if not hasattr(value, "id"):
         missing.insert(0, "id")
     if not missing and not isinstance(value, type):

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..memory import Memory
 from ..messages import Message, MessageLike
-from ._codec import check_meta_key, check_session_id, encode_meta
+from ._args import check_meta_key, check_session_id
+from ._codec import encode_meta
 from ._edits import FORK_SKIPPED_META, fork_target, forked_count
 from ._guard import admit
 from ._pages import Page, window
@@ -46,6 +47,8 @@ class InMemorySession:
         session.clear()
         session.get_messages()  # ()
     """
+
+    blocking = False  # no I/O: called inline, on the event loop
 
     def __init__(self, id: str | None = None) -> None:
         self._id = check_session_id(id) if id is not None else uuid.uuid4().hex

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Any
 
 from ..messages import Message, MessageLike
+from ._closing import AsyncClosing
 from .memory import InMemorySession
 
 __all__ = ["AsyncInMemorySession"]
 
 
-class AsyncInMemorySession:
+class AsyncInMemorySession(AsyncClosing):
     """An :class:`~aniki.AsyncSession` kept in this process's memory, lost when it exits.
 
     What ``open_session("memory:", id, asynchronous=True)`` returns, so code written for
@@ -25,6 +25,8 @@ class AsyncInMemorySession:
         await session.add_message({"role": "user", "content": "Hi"})
         await session.get_messages()  # (Message(role='user', content='Hi', ...),)
     """
+
+    blocking = False  # no I/O: called inline, on the event loop
 
     def __init__(self, id: str | None = None) -> None:
         self._sync = InMemorySession(id)
@@ -74,17 +76,6 @@ class AsyncInMemorySession:
 
     async def aclose(self) -> None:
         """Nothing to close; here for symmetry with the other async stores."""
-
-    async def __aenter__(self) -> AsyncInMemorySession:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"AsyncInMemorySession(id={self.id!r}, messages={len(self._sync._memory)})"

@@ -30,10 +30,12 @@ from collections import OrderedDict
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
+from .._secrets import hide_password
 from ..errors import UserError
-from ._codec import check_session_id, redact
-from ._store_backends import Backend, backend_for
+from ._args import check_session_id
+from ._backends import Shared
 from .base import AsyncSession, Session, SessionInfo
+from .url import backend_for
 
 __all__ = ["AsyncSessionStore", "SessionStore", "open_store"]
 
@@ -101,12 +103,12 @@ def open_store(
             f"max_connections must be a whole number, 1 or more; got {max_connections!r}"
         )
     options = {name: value for name, value in (("table", table), ("prefix", prefix)) if value}
-    backend = backend_for(
+    shared = backend_for(url).store(
         url, asynchronous=asynchronous, max_connections=max_connections, options=options
     )
     if asynchronous:
-        return AsyncSessionStore(url, backend, max_cached)
-    return SessionStore(url, backend, max_cached)
+        return AsyncSessionStore(url, shared, max_cached)
+    return SessionStore(url, shared, max_cached)
 
 
 class _Sessions:
@@ -141,23 +143,24 @@ class WrongContextError(UserError, TypeError):
 
 
 class _Store:
-    """What the sync and async stores share: the URL, the backend, the handed-out sessions."""
+    """What the sync and async stores share: the URL, what the sessions share (a client, a
+    pool: see ``_backends.py``), the handed-out sessions."""
 
-    def __init__(self, url: str, backend: Backend, max_cached: int) -> None:
+    def __init__(self, url: str, shared: Shared, max_cached: int) -> None:
         self._url = url
-        self._backend = backend
-        self._sessions = _Sessions(None if backend.keeps_data else max_cached)
+        self._shared = shared
+        self._sessions = _Sessions(None if shared.keeps_data else max_cached)
         self._closed = False
 
     @property
     def url(self) -> str:
         """The store's URL, any password hidden."""
-        return redact(self._url)
+        return hide_password(self._url)
 
     def _session(self, session_id: str) -> Any:
         if self._closed:
             raise UserError(f"the store {self.url} is closed; open it again to use it")
-        return self._sessions.get(check_session_id(session_id), self._backend.make)
+        return self._sessions.get(check_session_id(session_id), self._shared.make)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._sessions)} sessions kept"
@@ -178,14 +181,14 @@ class SessionStore(_Store):
         """Every session holding messages: ids, message counts, last update."""
         if self._closed:
             raise UserError(f"the store {self.url} is closed; open it again to use it")
-        return list(self._backend.list_sync())
+        return list(self._shared.list_sync())
 
     def close(self) -> None:
         """Close the pool or client; sessions handed out can no longer be used."""
         if not self._closed:
             self._closed = True
             self._sessions.clear()
-            self._backend.close_sync()
+            self._shared.close_sync()
 
     def __enter__(self) -> SessionStore:
         return self
@@ -217,7 +220,7 @@ class AsyncSessionStore(_Store):
     def session(self, id: str) -> AsyncSession:
         """The async session ``id``: the one handed out before while it is kept, else a new
         one. Makes no connection (a plain method: no ``await``)."""
-        if not self._backend.opened:
+        if not self._shared.opened:
             raise UserError(
                 f"open the store {self.url} first: `async with open_store(url, "
                 "asynchronous=True) as store:`, or `await store.open()`"
@@ -229,7 +232,7 @@ class AsyncSessionStore(_Store):
         """Open the pool (``postgresql:``); ``async with`` calls it. Idempotent."""
         if self._closed:
             raise UserError(f"the store {self.url} is closed; open it again to use it")
-        await self._backend.open_async()
+        await self._shared.open_async()
         return self
 
     async def list_sessions(self) -> list[SessionInfo]:
@@ -237,14 +240,14 @@ class AsyncSessionStore(_Store):
         if self._closed:
             raise UserError(f"the store {self.url} is closed; open it again to use it")
         await self.open()
-        return list(await self._backend.list_async())
+        return list(await self._shared.list_async())
 
     async def aclose(self) -> None:
         """Close the pool or client; sessions handed out can no longer be used."""
         if not self._closed:
             self._closed = True
             self._sessions.clear()
-            await self._backend.close_async()
+            await self._shared.close_async()
 
     async def __aenter__(self) -> AsyncSessionStore:
         return await self.open()

@@ -24,29 +24,24 @@ Redis and PostgreSQL URLs are handed to their drivers unchanged.
 With ``asynchronous=True`` every scheme gives its async twin: ``AsyncInMemorySession``,
 ``AsyncSQLiteSession``, ``AsyncFileSession``, ``AsyncRedisSession``, ``AsyncPostgresSession``.
 
-Backends with optional dependencies are imported only when their URL is used.
+Each scheme's store package says how to open its URLs (its ``_backend`` module, found through
+``_backends.py``), and is imported only when its URL is used. This module reads the URLs: the
+scheme, and the parts each backend asks for.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from typing import Any, Literal, overload
 from urllib.parse import parse_qsl, unquote
 
+from .._secrets import hide_password, url_problem
 from ..errors import StoreError, UserError
-from ._codec import check_durability, redact, url_problem
+from ._args import check_durability
+from ._backends import SCHEMES, Backend, backend, known
 from .base import AsyncSession, Session, SessionInfo
 
 __all__ = ["list_sessions", "open_session"]
-
-# scheme -> (module, sync class, async class); the module is imported on first use.
-_REMOTE: dict[str, tuple[str, str, str]] = {
-    "redis": ("aniki.sessions.redis.session", "RedisSession", "AsyncRedisSession"),
-    "rediss": ("aniki.sessions.redis.session", "RedisSession", "AsyncRedisSession"),
-    "postgresql": ("aniki.sessions.postgres.session", "PostgresSession", "AsyncPostgresSession"),
-    "postgres": ("aniki.sessions.postgres.session", "PostgresSession", "AsyncPostgresSession"),
-}
-_SCHEMES = ("memory:", "sqlite:///", "file:///", "redis://", "rediss://", "postgresql://")
 
 
 @overload
@@ -69,30 +64,8 @@ def open_session(url: str, id: str, *, asynchronous: bool = False) -> Session | 
         twin = open_session("sqlite:///chat.db", "conversation-42", asynchronous=True)
         await twin.get_messages()  # (Message(role='user', content='Hi', ...),)
     """
-    scheme = _scheme(url)
-    if scheme in _REMOTE:
-        _check_remote(scheme, url)
-        module, sync_name, async_name = _REMOTE[scheme]
-        cls = getattr(importlib.import_module(module), async_name if asynchronous else sync_name)
-        session: Session | AsyncSession = cls(id, url)
-        return session
-    local: Session = _local_store(scheme, url).session(id)
-    return _async_twin(local) if asynchronous else local
-
-
-def _async_twin(local: Session) -> AsyncSession:
-    """The async twin of a local store's session, on the same store and settings."""
-    from .file.aio import AsyncFileSession
-    from .file.session import FileSession
-    from .memory_async import AsyncInMemorySession
-    from .sqlite.aio import AsyncSQLiteSession
-    from .sqlite.session import SQLiteSession
-
-    if isinstance(local, SQLiteSession):
-        return AsyncSQLiteSession._of(local)
-    if isinstance(local, FileSession):
-        return AsyncFileSession._of(local)
-    return AsyncInMemorySession(local.id)
+    found = backend_for(url)
+    return found.async_session(url, id) if asynchronous else found.session(url, id)
 
 
 def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:
@@ -107,73 +80,82 @@ def list_sessions(url: str, *, problems: list[StoreError] | None = None) -> list
         for info in list_sessions("sqlite:///chat.db", problems=problems):
             print(info.id, info.message_count, info.updated_at)
     """
-    scheme = _scheme(url)
-    if scheme in _REMOTE:
-        _check_remote(scheme, url)
-        module, sync_name, _ = _REMOTE[scheme]
-        loaded = importlib.import_module(module)
-        lister = getattr(loaded, "list_sessions", None)
-        if lister is not None:
-            return list(lister(url))
-        # The remote stores list from any session of the store; this id is never written.
-        session = getattr(loaded, sync_name)("aniki-list-sessions", url)
-        try:
-            return list(session.list_sessions())
-        finally:
-            session.close()
-    if scheme == "memory":
-        raise UserError("memory: sessions live inside one process and cannot be listed")
-    store = _local_store(scheme, url)
-    if scheme == "file":
-        return list(store.list_sessions(problems=problems))
-    return list(store.list_sessions())
+    return list(backend_for(url).list_sessions(url, problems=problems))
 
 
-def _timeout(url: str, options: dict[str, str]) -> float:
-    """The ``timeout`` option of a local store's URL (default 5 seconds)."""
-    try:
-        return float(options.get("timeout", 5.0))
-    except ValueError:
-        raise UserError(f"timeout must be a number of seconds in {redact(url)!r}") from None
+# --- reading URLs: the scheme here, the rest for the backend that asks -------------------
 
 
-def _scheme(url: object) -> str:
+def backend_for(url: object) -> Backend:
+    """The backend of ``url``'s scheme; :class:`~aniki.UserError` for a URL with none, or
+    with a scheme no store has."""
     if not isinstance(url, str) or ":" not in url:
-        shown = repr(redact(url)) if isinstance(url, str) else type(url).__name__
-        raise UserError(f"a session URL must be a string like {', '.join(_SCHEMES)}; got {shown}")
+        shown = repr(hide_password(url)) if isinstance(url, str) else type(url).__name__
+        raise UserError(f"a session URL must be a string like {', '.join(SCHEMES)}; got {shown}")
     scheme = url.split(":", 1)[0].lower()
-    if scheme not in _REMOTE and scheme not in ("memory", "sqlite", "file"):
+    if not known(scheme):
         raise UserError(
-            f"unknown session URL scheme {scheme!r} in {redact(url)!r}; "
-            f"use one of: {', '.join(_SCHEMES)}"
+            f"unknown session URL scheme {scheme!r} in {hide_password(url)!r}; "
+            f"use one of: {', '.join(SCHEMES)}"
         )
-    return scheme
+    return backend(scheme)
 
 
-def _check_remote(scheme: str, url: str) -> None:
-    """Refuse a server URL the drivers could not parse, before they see it: their parsers'
-    errors quote the URL, password included."""
-    redis = scheme.startswith("redis")
-    problem = url_problem(url) or _driver_problem(url, redis=redis)
-    if problem is not None:
+def check_memory_url(url: str) -> None:
+    """Refuse anything but ``memory:`` (or ``memory://``)."""
+    rest, options = _split(url)
+    if rest not in ("", "//") or options:
+        raise UserError(f"a memory URL is just 'memory:', got {hide_password(url)!r}")
+
+
+def sqlite_target(url: str) -> tuple[str, dict[str, Any]]:
+    """The database file of a ``sqlite:///`` URL, and its options as keyword arguments."""
+    rest, options = _split(url)
+    if not rest.startswith("///") or len(rest) == 3:
         raise UserError(
-            f"invalid {'Redis' if redis else 'PostgreSQL'} URL {redact(url)!r}: {problem}"
+            f"a SQLite URL is sqlite:///relative/path.db or sqlite:////absolute/path.db, "
+            f"got {hide_password(url)!r}"
         )
+    return unquote(rest[3:]), _local_options(url, options)
 
 
-def _driver_problem(url: str, *, redis: bool) -> str | None:
-    """What the driver's own URL parser finds wrong with ``url``, in words that quote none of
-    it (``None`` when it parses, or when the driver is not installed: the store says how to
+def file_target(url: str) -> tuple[str, dict[str, Any]]:
+    """The directory of a ``file:`` URL, and its options as keyword arguments."""
+    rest, options = _split(url)
+    return file_path(url, rest), _local_options(url, options)
+
+
+def file_path(url: str, rest: str) -> str:
+    """The directory a ``file:`` URL names; ``rest`` is what follows ``file:``, query
+    removed."""
+    if rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        if host not in ("", "localhost") or not slash:
+            raise UserError(
+                "a file URL is file:///absolute/dir or file:relative/dir, got "
+                f"{hide_password(url)!r} (remote hosts are not supported)"
+            )
+        rest = "/" + path
+    if not rest:
+        raise UserError(f"the file URL {hide_password(url)!r} names no directory")
+    return unquote(rest)
+
+
+def check_server_url(url: str, *, store: str, parse: Callable[[str], object]) -> None:
+    """Refuse a server URL its driver could not parse, before the driver sees it: drivers'
+    parse errors quote the URL, password included. ``parse`` is the driver's own parser; it
+    raises :class:`ImportError` when the driver is missing (the store then says how to
     install it)."""
+    problem = url_problem(url) or _driver_problem(url, parse)
+    if problem is not None:
+        raise UserError(f"invalid {store} URL {hide_password(url)!r}: {problem}")
+
+
+def _driver_problem(url: str, parse: Callable[[str], object]) -> str | None:
+    """What the driver's parser finds wrong with ``url``, in words that quote none of it
+    (``None`` when it parses, or when the driver is not installed)."""
     try:
-        if redis:
-            from redis.asyncio.connection import parse_url
-
-            parse_url(url)
-        else:
-            from psycopg.conninfo import conninfo_to_dict
-
-            conninfo_to_dict(url)
+        parse(url)
     except ImportError:
         return None
     except Exception:
@@ -186,69 +168,29 @@ def _driver_problem(url: str, *, redis: bool) -> str | None:
     )
 
 
-def _local_store(scheme: str, url: str) -> Any:
-    rest = url.split(":", 1)[1]
-    rest, _, query = rest.partition("?")
-    options = _options(url, query)
-    if scheme == "memory":
-        if rest not in ("", "//") or options:
-            raise UserError(f"a memory URL is just 'memory:', got {redact(url)!r}")
-        return _MemoryStore()
-    if scheme == "sqlite":
-        if not rest.startswith("///") or len(rest) == 3:
-            raise UserError(
-                f"a SQLite URL is sqlite:///relative/path.db or sqlite:////absolute/path.db, "
-                f"got {redact(url)!r}"
-            )
-        from .sqlite.session import SQLiteStore
-
-        _no_more(url, options, ("durability", "timeout"))
-        return SQLiteStore(
-            unquote(rest[3:]), timeout=_timeout(url, options), **_durability(options)
-        )
-    from .file.session import FileStore
-
-    _no_more(url, options, ("durability", "timeout"))
-    return FileStore(_file_path(url, rest), timeout=_timeout(url, options), **_durability(options))
-
-
-def _file_path(url: str, rest: str) -> str:
-    if rest.startswith("//"):
-        host, slash, path = rest[2:].partition("/")
-        if host not in ("", "localhost") or not slash:
-            raise UserError(
-                f"a file URL is file:///absolute/dir or file:relative/dir, got {redact(url)!r} "
-                "(remote hosts are not supported)"
-            )
-        rest = "/" + path
-    if not rest:
-        raise UserError(f"the file URL {redact(url)!r} names no directory")
-    return unquote(rest)
-
-
-def _options(url: str, query: str) -> dict[str, str]:
+def _split(url: str) -> tuple[str, dict[str, str]]:
+    """What follows the scheme, up to the query; and the query's options."""
+    rest, _, query = url.split(":", 1)[1].partition("?")
     try:
-        return dict(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
+        return rest, dict(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
     except ValueError as exc:
-        problem = redact(str(exc))
+        problem = hide_password(str(exc))
     # Raised here, not in the handler: the parser's exception quotes the query.
-    raise UserError(f"cannot read the options of {redact(url)!r}: {problem}")
+    raise UserError(f"cannot read the options of {hide_password(url)!r}: {problem}")
 
 
-def _durability(options: dict[str, str]) -> dict[str, Any]:
-    if "durability" not in options:
-        return {}
-    return {"durability": check_durability(options["durability"])}
-
-
-def _no_more(url: str, options: dict[str, str], allowed: tuple[str, ...]) -> None:
-    unknown = sorted(set(options) - set(allowed))
+def _local_options(url: str, options: dict[str, str]) -> dict[str, Any]:
+    """A local store's URL options (``timeout``, ``durability``) as keyword arguments."""
+    unknown = sorted(set(options) - {"durability", "timeout"})
     if unknown:
-        raise UserError(f"unknown option(s) {unknown} in {redact(url)!r}; allowed: {list(allowed)}")
-
-
-class _MemoryStore:
-    def session(self, id: str) -> Session:
-        from .memory import InMemorySession
-
-        return InMemorySession(id)
+        raise UserError(
+            f"unknown option(s) {unknown} in {hide_password(url)!r}; "
+            f"allowed: {['durability', 'timeout']}"
+        )
+    try:
+        settings: dict[str, Any] = {"timeout": float(options.get("timeout", 5.0))}
+    except ValueError:
+        raise UserError(f"timeout must be a number of seconds in {hide_password(url)!r}") from None
+    if "durability" in options:
+        settings["durability"] = check_durability(options["durability"])
+    return settings

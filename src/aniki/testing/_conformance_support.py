@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeAlias
 
 from ..messages import Message, MessageLike, ToolCall
+from ..sessions._capabilities import capabilities_of
 from ..sessions.base import AsyncSession, Session
 
 __all__ = [
@@ -140,8 +141,8 @@ class Driver:
 
     def release(self, session: AnySession) -> None:
         """Close ``session`` the way it offers (``aclose()`` or ``close()``), if it does."""
-        closer = getattr(session, "aclose", None) or getattr(session, "close", None)
-        if callable(closer):
+        closer = capabilities_of(session).close
+        if closer is not None:
             self.run(closer())
 
     def close(self) -> None:

@@ -30,8 +30,8 @@ from ._content import messages_json, reply_json
 from ._failures import record_failure
 
 if TYPE_CHECKING:
-    from .._run.loop import Outcome, RunPlan
     from .._run.observe import CallModel
+    from .._run.plan import Outcome, RunPlan
     from ..context import Context
     from ..messages import Message, ToolCall
     from ..providers.base import ModelRequest

@@ -65,12 +65,14 @@ import stat
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...messages import Message
-from .._codec import decode_messages, encode_batch, encode_message
-from .._edits import FORK_SKIPPED_META, fork_target, forked_count, last_turn_start, taken
-from ._format import fresh_generation, header
+from .._codec import decode_messages
+from .._edits import FORK_SKIPPED_META, forked_count, last_turn_start, taken
+from . import _meta
+from ._file import SessionFile
+from ._format import fresh_generation, header, record_line
 from ._io import (
     Replaced,
     copy_range,
@@ -85,123 +87,101 @@ from ._io import (
     write_meta,
 )
 
-if TYPE_CHECKING:
-    from .session import FileSession
-
 __all__ = ["append_after", "fork", "replace", "undo"]
 
 _MARK = b"~"
 """Added to a file before another is renamed over it: a torn line (see the docstring)."""
 
-_Adoption = tuple[int, tuple[int, int], list[Message], int]
-"""A new file put in place, for :func:`_adopt`: its descriptor, its header (generation,
-length), the messages written to it and where they end."""
+_Adoption = tuple[int, tuple[int, int], Sequence[Message], int]
+"""A new file put in place, for :meth:`SessionFile.adopt <._file.SessionFile.adopt>`: its
+descriptor, its header (generation, length), the messages written to it and where they end."""
 
 
-def append_after(session: FileSession, batch: list[Message], after: str | None) -> bool:
+def append_after(file: SessionFile, batch: list[Message], after: str | None) -> bool:
     """Append ``batch`` (stamped) as ``add_messages`` does, only if the last message stored
     has the id ``after`` (``None``: none is), checked under the same exclusive lock; whether
     it was appended."""
-    text = encode_message(batch[0]) if len(batch) == 1 else encode_batch(batch)
-    payload = (text + "\n").encode("utf-8")
-    label = session._label
+    payload = record_line(batch)
+    label = file.label
 
     def append(fd: int | None) -> bool:
         assert fd is not None  # created if missing
-        _, start = session._checked_for_write(fd)  # every record decodes: none is damaged
+        _, start = file.checked_for_write(fd)  # every record decodes: none is damaged
         last = last_records(fd, start, 1, lambda line: decode_messages(line, store=label))
         if (last[-1].id or "" if last else None) != after:  # "": no id, never the one named
             return False
-        session._append_locked(fd, batch, payload)
+        file.append_locked(fd, batch, payload)
         return True
 
-    return session._using(append, create=True, exclusive=True)
+    return file.using(append, create=True, exclusive=True)
 
 
-def _adopt(
-    session: FileSession, fd: int, head: tuple[int, int], messages: list[Message], end: int
-) -> None:
-    """Make ``fd``, a file just put at the path, ``session``'s file, with what it was written
-    with cached: header ``head``, then ``messages`` up to ``end`` (not its size: another
-    process may have appended since the rename)."""
-    session.close()
-    session._hold(fd)
-    session._generation, session._start = head
-    session._cache, session._snapshot = messages, None
-    session._offset = end
-
-
-def undo(session: FileSession) -> tuple[Message, ...]:
-    """Remove the last turn of ``session``; what was removed (see ``FileSession.undo``)."""
-    with session._lock, session._errors():
-        removed, adoption = session._using(
-            lambda fd: _undo(session, fd), create=False, exclusive=True
-        )
+def undo(file: SessionFile) -> tuple[Message, ...]:
+    """Remove the last turn; what was removed (see ``FileSession.undo``)."""
+    with file.lock, file.errors():
+        removed, adoption = file.using(lambda fd: _undo(file, fd), create=False, exclusive=True)
         if adoption is not None:
-            _adopt(session, *adoption)
+            file.adopt(*adoption)
         return removed
 
 
-def _undo(session: FileSession, fd: int | None) -> tuple[tuple[Message, ...], _Adoption | None]:
+def _undo(file: SessionFile, fd: int | None) -> tuple[tuple[Message, ...], _Adoption | None]:
     if fd is None:
         return (), None
-    generation, start = session._checked_for_write(fd)  # the cache now holds every record
+    generation, start = file.checked_for_write(fd)  # the cache now holds every record
     end = end_of_records(fd, start)
     if end == start:
-        session._reset(generation, end)
-    messages = session._cache
+        file.cache.reset(generation, end)
+    messages = file.cache.view()
     turn = last_turn_start(messages)
     if turn == len(messages):
         return (), None
-    removed = tuple(messages[turn:])
-    line_start, _, first, items = _line_of(session, fd, start, end, turn)
-    full = session._durability == "full"
+    removed = messages[turn:]
+    line_start, _, first, items = _line_of(file, fd, start, end, turn)
     if turn == first:  # the turn starts a line: cut the file there
-        values = meta_values(load_meta(session._meta_path, store=session._label), generation)
-        if values:
-            write_meta(
-                session._meta_path, generation + 1, values, durable=full, previous=generation
-            )
-        os.pwrite(fd, header(session.id, generation + 1), 0)  # first: see clear()
-        os.ftruncate(fd, line_start)
-        session._sync(fd)
-        session._reset(generation + 1, line_start)
-        session._cache = messages[:turn]
-        session._snapshot = None
+        _cut(file, fd, generation, line_start)
+        file.cache.reset(generation + 1, line_start)
+        file.cache.extend(messages[:turn], line_start)
         return removed, None
     # The turn starts inside a batch: a new file, that line shortened, the same generation
     # (the meta file still holds; every instance that held the old file reads afresh).
-    kept = _line(items[: turn - first])
-    temp, new = _new_file(session._path)
+    kept = record_line(items[: turn - first])
+    temp, new = _new_file(file.path)
     try:
         copy_range(fd, 0, line_start, new, 0)
         write_at(new, kept, line_start)
-        _put_in_place(session, temp, new, replacing=fd, mark_at=end)
+        _put_in_place(file, temp, new, replacing=fd, mark_at=end)
     except BaseException:
         _discard(temp, new)
         raise
     return removed, (new, (generation, start), messages[:turn], line_start + len(kept))
 
 
-def fork(session: FileSession, new_id: str, upto: str | None) -> FileSession:
-    """A copy of ``session`` as session ``new_id`` (see ``FileSession.fork``)."""
-    target = type(session)(
-        fork_target(session.id, new_id),
-        session._dir,
-        durability=session._durability,
-        timeout=session._timeout,
-    )
+def _cut(file: SessionFile, fd: int, generation: int, line_start: int) -> None:
+    """Undo's common case: the meta values kept for the next generation, the header bumped,
+    the file cut where the last turn's line starts (see the module docstring)."""
+    values = meta_values(load_meta(file.meta_path, store=file.label), generation)
+    full = file.durability == "full"
+    if values:
+        write_meta(file.meta_path, generation + 1, values, durable=full, previous=generation)
+    os.pwrite(fd, header(file.id, generation + 1), 0)  # first: see clear()
+    os.ftruncate(fd, line_start)
+    file.sync(fd)
+
+
+def fork(source: SessionFile, target: SessionFile, upto: str | None) -> None:
+    """Copy ``source`` into ``target``, a new session (see ``FileSession.fork``)."""
     generation = fresh_generation()
-    with session._lock, session._errors():
-        temp, adoption, values = session._using(
-            lambda fd: _copy(session, fd, target, generation, upto),
+    with source.lock, source.errors():
+        temp, adoption, values = source.using(
+            lambda fd: _copy(source, fd, target, generation, upto),
             create=False,
             exclusive=False,
         )
     new = adoption[0]
-    with target._lock, target._errors():
+    with target.lock, target.errors():
         try:
-            target._using(
+            target.using(
                 lambda fd: _install(target, fd, temp, new, generation, values),
                 create=True,
                 exclusive=True,
@@ -209,49 +189,56 @@ def fork(session: FileSession, new_id: str, upto: str | None) -> FileSession:
         except BaseException:
             _discard(temp, new)
             raise
-        _adopt(target, *adoption)
-    return target
+        target.adopt(*adoption)
 
 
 def _copy(
-    session: FileSession, fd: int | None, target: FileSession, generation: int, upto: str | None
+    source: SessionFile, fd: int | None, target: SessionFile, generation: int, upto: str | None
 ) -> tuple[Path, _Adoption, dict[str, Any]]:
-    """Write the fork's file under a temporary name (``session`` locked, shared); the meta
+    """Write the fork's file under a temporary name (``source`` locked, shared); the meta
     values it takes along."""
     if fd is not None:
-        session._refresh(fd)
-    present = fd is not None and session._generation is not None
-    messages = session._cache if present else []
-    count = forked_count(messages, upto, session.id)  # no such message: refused here
+        source.refresh(fd)
+    present = fd is not None and source.cache.generation is not None
+    messages = source.cache.view() if present else ()
+    count = forked_count(messages, upto, source.id)  # no such message: refused here
     values = {
-        key: value for key, value in session._meta(fd).items() if key not in FORK_SKIPPED_META
+        key: value
+        for key, value in _meta.values(source, fd).items()
+        if key not in FORK_SKIPPED_META
     }
-    target._dir.mkdir(parents=True, exist_ok=True)
+    target.directory.mkdir(parents=True, exist_ok=True)
     head = header(target.id, generation)
-    temp, new = _new_file(target._path)
+    temp, new = _new_file(target.path)
     try:
         write_at(new, head, 0)
         written = len(head)
         if count:
             assert fd is not None
-            start, end = session._start, session._offset
-            cut = b""  # the line holding ``upto``, cut after it, when it goes on past it
-            if count < len(messages):
-                line_start, end, first, items = _line_of(session, fd, start, end, count - 1)
-                if count - first < len(items):
-                    end, cut = line_start, _line(items[: count - first])
-            copy_range(fd, start, end - start, new, written)
-            written += end - start
-            write_at(new, cut, written)
-            written += len(cut)
+            written = _copy_records(source, fd, new, written, count)
     except BaseException:
         _discard(temp, new)
         raise
     return temp, (new, (generation, len(head)), messages[:count], written), values
 
 
+def _copy_records(source: SessionFile, fd: int, new: int, at: int, count: int) -> int:
+    """Copy the records holding ``source``'s first ``count`` messages (all read into its
+    cache) into ``new`` at ``at``; where they end there."""
+    start, end = source.start, source.cache.position
+    cut = b""  # the line holding the last one, cut after it, when it goes on past it
+    if count < len(source.cache):
+        line_start, end, first, items = _line_of(source, fd, start, end, count - 1)
+        if count - first < len(items):
+            end, cut = line_start, record_line(items[: count - first])
+    copy_range(fd, start, end - start, new, at)
+    at += end - start
+    write_at(new, cut, at)
+    return at + len(cut)
+
+
 def _install(
-    target: FileSession,
+    target: SessionFile,
     fd: int | None,
     temp: Path,
     new: int,
@@ -260,39 +247,38 @@ def _install(
 ) -> None:
     """Put the fork's file in place of the target's, which must hold no line (locked)."""
     assert fd is not None
-    if not same_file(fd, target._path):
+    if not same_file(fd, target.path):
         raise Replaced
-    head = target._head(fd)  # not an aniki file, or another session's: refused
+    head = target.head(fd)  # not an aniki file, or another session's: refused
     mark_at = None
     if head is not None:
         mark_at = os.fstat(fd).st_size
         if _holds_a_line(fd, head[1], mark_at):
             raise taken(target.id)
-    load_meta(target._meta_path, store=target._label)  # damaged: refused, as clear() does
-    full = target._durability == "full"
+    load_meta(target.meta_path, store=target.label)  # damaged: refused, as clear() does
     if values:
-        write_meta(target._meta_path, generation, values, durable=full)
+        write_meta(target.meta_path, generation, values, durable=target.durability == "full")
     else:
-        target._meta_path.unlink(missing_ok=True)
+        target.meta_path.unlink(missing_ok=True)
     _put_in_place(target, temp, new, replacing=fd, mark_at=mark_at)
 
 
-def replace(session: FileSession, messages: list[Message]) -> None:
-    """Make ``messages`` (stamped) the whole history of ``session``, its meta dropped."""
+def replace(file: SessionFile, messages: list[Message]) -> None:
+    """Make ``messages`` (stamped) the whole history, its meta dropped."""
     generation = fresh_generation()
-    head = header(session.id, generation)
-    body = b"".join(_line([message]) for message in messages)
-    with session._lock, session._errors():
-        adoption = session._using(
-            lambda fd: _replace(session, fd, head, body, generation, messages),
+    head = header(file.id, generation)
+    body = b"".join(record_line([message]) for message in messages)
+    with file.lock, file.errors():
+        adoption = file.using(
+            lambda fd: _replace(file, fd, head, body, generation, messages),
             create=True,
             exclusive=True,
         )
-        _adopt(session, *adoption)
+        file.adopt(*adoption)
 
 
 def _replace(
-    session: FileSession,
+    file: SessionFile,
     fd: int | None,
     head: bytes,
     body: bytes,
@@ -300,42 +286,36 @@ def _replace(
     messages: list[Message],
 ) -> _Adoption:
     assert fd is not None
-    _, start = session._checked_for_write(fd)  # damaged or not ours: refused
+    _, start = file.checked_for_write(fd)  # damaged or not ours: refused
     end = end_of_records(fd, start)
-    load_meta(session._meta_path, store=session._label)  # damaged: refused, as clear() does
-    temp, new = _new_file(session._path)
+    load_meta(file.meta_path, store=file.label)  # damaged: refused, as clear() does
+    temp, new = _new_file(file.path)
     try:
         write_at(new, head + body, 0)
-        _put_in_place(session, temp, new, replacing=fd, mark_at=end)
+        _put_in_place(file, temp, new, replacing=fd, mark_at=end)
     except BaseException:
         _discard(temp, new)
         raise
-    session._meta_path.unlink(missing_ok=True)  # it holds for no generation of the new file
-    return new, (generation, len(head)), list(messages), len(head) + len(body)
+    file.meta_path.unlink(missing_ok=True)  # it holds for no generation of the new file
+    return new, (generation, len(head)), messages, len(head) + len(body)
 
 
 # --- helpers ------------------------------------------------------------------------------
 
 
 def _line_of(
-    session: FileSession, fd: int, start: int, end: int, position: int
+    file: SessionFile, fd: int, start: int, end: int, position: int
 ) -> tuple[int, int, int, list[Message]]:
     """The line holding message ``position`` of the cached history (every record between
     ``start`` and ``end``), read backwards: where it starts and ends, the position of its
     first message, and its messages."""
-    first = len(session._cache)
+    first = len(file.cache)
     for line_start, line in lines_backwards(fd, start, end):
-        items = decode_messages(line, store=session._label)
+        items = decode_messages(line, store=file.label)
         first -= len(items)
         if first <= position:
             return line_start, line_start + len(line) + 1, first, items
     raise AssertionError("the file holds fewer messages than were read from it")
-
-
-def _line(messages: Sequence[Message]) -> bytes:
-    """One record line: a message, or several as a batch."""
-    text = encode_message(messages[0]) if len(messages) == 1 else encode_batch(messages)
-    return (text + "\n").encode("utf-8")
 
 
 def _holds_a_line(fd: int, start: int, end: int) -> bool:
@@ -356,18 +336,18 @@ def _new_file(path: Path) -> tuple[Path, int]:
 
 
 def _put_in_place(
-    session: FileSession, temp: Path, new: int, *, replacing: int, mark_at: int | None
+    file: SessionFile, temp: Path, new: int, *, replacing: int, mark_at: int | None
 ) -> None:
     """Rename ``temp`` (open as ``new``, written whole) over the session file, open as
     ``replacing`` and locked exclusively; ``mark_at``: where it ends, when it has a header."""
     os.fchmod(new, stat.S_IMODE(os.fstat(replacing).st_mode))
-    if session._durability == "full":
+    if file.durability == "full":
         os.fsync(new)
     if mark_at is not None:
         os.pwrite(replacing, _MARK, mark_at)  # before the rename: see the module docstring
-    os.replace(temp, session._path)
-    if session._durability == "full":
-        fsync_directory(session._dir)
+    os.replace(temp, file.path)
+    if file.durability == "full":
+        fsync_directory(file.directory)
 
 
 def _discard(temp: Path, new: int) -> None:

@@ -27,10 +27,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import CorruptStoreError, SchemaVersionError
-from .._codec import SCHEMA_VERSION
+from ...messages import Message
+from .._codec import SCHEMA_VERSION, encode_batch, encode_message
 
 __all__ = [
     "DATA_SUFFIX",
@@ -41,6 +43,7 @@ __all__ = [
     "header",
     "header_id",
     "parse_header",
+    "record_line",
 ]
 
 DATA_SUFFIX = ".jsonl"
@@ -80,6 +83,12 @@ def fresh_generation() -> int:
     that no meta file written for an earlier file of that name (and left behind by a crash)
     can hold for it; a file created empty starts at 0."""
     return 1 + int.from_bytes(os.urandom(6), "big")
+
+
+def record_line(messages: Sequence[Message]) -> bytes:
+    """One record line (with its ``\\n``): a message, or several as a batch (an array)."""
+    text = encode_message(messages[0]) if len(messages) == 1 else encode_batch(messages)
+    return (text + "\n").encode("utf-8")
 
 
 def parse_header(data: bytes, session_id: str | None, *, store: str) -> tuple[int, int] | None:

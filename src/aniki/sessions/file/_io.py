@@ -1,5 +1,6 @@
-"""File helpers for :mod:`aniki.sessions.file.session`: locks, whole writes, torn tails,
-lines read backwards, meta files, and telling that a path names another file now."""
+"""File helpers of the file store (:mod:`~aniki.sessions.file._file`, ``_edits``, ``_meta``):
+locks, whole writes, torn tails, lines read backwards, meta files, and telling that a path
+names another file now."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "Replaced",
     "copy_range",
     "end_of_records",
@@ -48,9 +48,6 @@ def require_locks() -> None:
     if fcntl is None:  # pragma: no cover - Windows
         raise UserError("FileSession needs POSIX file locks; on Windows use SQLiteSession")
 
-
-DEFAULT_TIMEOUT = 5.0
-"""Seconds a call waits for another process's lock on a session file."""
 
 _POLL_CAP = 0.01  # the longest sleep between two tries of a lock held by another process
 

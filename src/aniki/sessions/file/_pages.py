@@ -1,13 +1,14 @@
 """A page of a :class:`~aniki.sessions.FileSession` (:func:`read_page`), found through an index
 of the file's lines.
 
-A session keeps a :class:`LineIndex` of its file: where each complete record line starts and
-how many messages come before it. It is built by one pass over the lines (a line holding one
-message is counted by its first byte, without decoding it; a batch line, an array, is parsed
-as JSON to count its messages), then extended past what it covers on each read, and built
-again when the file is another one (replaced by an undo, a fork or an import), has another
-generation (cleared or undone in place) or is shorter than what it covers. A page then costs
-the decoding of its own lines: all of a batch line that it touches, one line otherwise.
+A session keeps a :class:`LineIndex` of its file (each read takes it and hands it back):
+where each complete record line starts and how many messages come before it. It is built by
+one pass over the lines (a line holding one message is counted by its first byte, without
+decoding it; a batch line, an array, is parsed as JSON to count its messages), then extended
+past what it covers on each read, and built again when the file is another one (replaced by
+an undo, a fork or an import), has another generation (cleared or undone in place) or is
+shorter than what it covers. A page then costs the decoding of its own lines: all of a batch
+line that it touches, one line otherwise.
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ import os
 from array import array
 from bisect import bisect_right
 from itertools import accumulate
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from ...errors import CorruptStoreError
 from ...messages import Message
 from .._codec import decode_messages
+from .._local_file import identity
 from .._pages import Page, window
+from ._file import SessionFile
 from ._io import Replaced, same_file
-
-if TYPE_CHECKING:
-    from .session import FileSession
 
 __all__ = ["LineIndex", "read_page"]
 
@@ -57,7 +57,7 @@ class LineIndex:
         self.total = 0
         """The messages in the lines covered."""
 
-    def extend(self, fd: int, size: int, session: FileSession) -> None:
+    def extend(self, fd: int, size: int, file: SessionFile) -> None:
         """Cover every complete line up to ``size``."""
         chunk = _CHUNK
         while self.end < size:
@@ -65,14 +65,14 @@ class LineIndex:
             data = os.pread(fd, wanted, self.end)
             cut = data.rfind(b"\n") + 1
             if cut:
-                self._add(fd, data[:cut], session)
+                self._add(fd, data[:cut], file)
                 chunk = _CHUNK
             elif len(data) < wanted or self.end + len(data) >= size:
                 return  # a torn last line: not a record
             else:
                 chunk *= 2  # a line longer than a chunk: read it whole
 
-    def _add(self, fd: int, data: bytes, session: FileSession) -> None:
+    def _add(self, fd: int, data: bytes, file: SessionFile) -> None:
         lines = data.split(b"\n")
         lines.pop()  # what follows the last newline: nothing
         counts = [1 if line[:1] not in _COUNTED else _count(line) for line in lines]
@@ -80,9 +80,9 @@ class LineIndex:
             bad = counts.index(None)
             offset = self.end + sum(len(line) + 1 for line in lines[:bad])
             try:
-                decode_messages(lines[bad], store=session._label)  # the error a read gives
+                decode_messages(lines[bad], store=file.label)  # the error a read gives
             except CorruptStoreError as exc:
-                raise _damaged(session, fd, len(self.starts) + bad, offset, exc) from exc
+                raise _damaged(file, fd, len(self.starts) + bad, offset, exc) from exc
             raise AssertionError("a line that JSON rejects was decoded")  # pragma: no cover
         starts = list(accumulate((len(line) + 1 for line in lines), initial=self.end))
         firsts = list(accumulate(cast("list[int]", counts), initial=self.total))
@@ -102,37 +102,39 @@ def _count(line: bytes) -> int | None:
     return len(items) if isinstance(items, list) else None
 
 
-def read_page(session: FileSession, fd: int | None, start: int, limit: int) -> Page:
+def read_page(
+    file: SessionFile, fd: int | None, index: LineIndex | None, start: int, limit: int
+) -> tuple[Page, LineIndex | None]:
     """Messages ``start`` to ``start + limit`` of the session file ``fd`` (``None``: no file),
-    held under a shared lock by the caller, so that no write lands meanwhile."""
+    held under a shared lock by the caller, so that no write lands meanwhile; and the index
+    of its lines, ``index`` extended (or built again: see the module docstring)."""
     if fd is None:
-        return Page(0, 0, ())
-    if not same_file(fd, session._path):
+        return Page(0, 0, ()), index
+    if not same_file(fd, file.path):
         raise Replaced
-    head = session._head(fd)
+    head = file.head(fd)
     if head is None:  # empty, or its creation was cut short
-        return Page(0, 0, ())
+        return Page(0, 0, ()), index
     generation, header_end = head
-    status = os.fstat(fd)
-    identity = (status.st_dev, status.st_ino)
-    index = session._lines
+    size = os.fstat(fd).st_size
+    key = identity(fd)
     if (
         index is None
-        or index.identity != identity
+        or index.identity != key
         or index.generation != generation
-        or index.end > status.st_size
+        or index.end > size
         or index.end < header_end
     ):
-        index = session._lines = LineIndex(identity, generation, header_end)
-    index.extend(fd, status.st_size, session)
+        index = LineIndex(key, generation, header_end)
+    index.extend(fd, size, file)
     first, stop = window(start, limit, index.total)
     if first == stop:
-        return Page(index.total, first, ())
-    return Page(index.total, first, _messages(session, fd, index, first, stop))
+        return Page(index.total, first, ()), index
+    return Page(index.total, first, _messages(file, fd, index, first, stop)), index
 
 
 def _messages(
-    session: FileSession, fd: int, index: LineIndex, first: int, stop: int
+    file: SessionFile, fd: int, index: LineIndex, first: int, stop: int
 ) -> tuple[Message, ...]:
     """Messages ``first`` to ``stop`` (within the index), decoding only the lines holding them."""
     low = bisect_right(index.firsts, first) - 1
@@ -142,16 +144,16 @@ def _messages(
     decoded: list[Message] = []
     for number, line in enumerate(data.split(b"\n")[:-1], start=low):
         try:
-            decoded.extend(decode_messages(line, store=session._label))
+            decoded.extend(decode_messages(line, store=file.label))
         except CorruptStoreError as exc:
-            raise _damaged(session, fd, number, index.starts[number], exc) from exc
+            raise _damaged(file, fd, number, index.starts[number], exc) from exc
     skip = first - index.firsts[low]
     return tuple(decoded[skip : skip + stop - first])
 
 
 def _damaged(
-    session: FileSession, fd: int, number: int, offset: int, exc: CorruptStoreError
+    file: SessionFile, fd: int, number: int, offset: int, exc: CorruptStoreError
 ) -> CorruptStoreError:
     """The error a full read gives for record line ``number`` (from 0; the header is line 1),
     the file remembered as damaged as a full read remembers it."""
-    return session._damaged(fd, f"line {number + 2} (at byte {offset})", exc)
+    return file.damaged(fd, f"line {number + 2} (at byte {offset})", exc)

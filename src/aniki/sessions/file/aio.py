@@ -12,10 +12,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ...messages import Message, MessageLike
-from .._codec import Durability, to_messages
+from typing_extensions import Unpack
+
+from ...messages import Message, MessageLike, to_messages
+from .._local_file import LocalOptions
 from .._offload import Offloaded
-from ._io import DEFAULT_TIMEOUT
 from .session import FileSession
 
 __all__ = ["AsyncFileSession"]
@@ -49,25 +50,23 @@ class AsyncFileSession(Offloaded[FileSession]):
     raises :class:`~aniki.UserError` at once.
     """
 
+    blocking = False  # awaited on the event loop
+
     def __init__(
-        self,
-        id: str,
-        directory: str | os.PathLike[str],
-        *,
-        durability: Durability = "normal",
-        timeout: float = DEFAULT_TIMEOUT,
+        self, id: str, directory: str | os.PathLike[str], **options: Unpack[LocalOptions]
     ) -> None:
-        self._bind(FileSession(id, directory, durability=durability, timeout=timeout))
+        self._bind(FileSession(id, directory, **options))
 
     def _bind(self, sync: FileSession) -> None:
+        timeout = sync._options["timeout"]
         super().__init__(
-            sync, lane=("file", str(sync.path)), timeout=sync._timeout, store=f"file://{sync.path}"
+            sync, lane=("file", str(sync.path)), timeout=timeout, store=f"file://{sync.path}"
         )
 
     @classmethod
     def _of(cls, sync: FileSession) -> AsyncFileSession:
         # The twin of a session already made (open_session builds the sync one from a URL).
-        return cls(sync.id, sync.path.parent, durability=sync._durability, timeout=sync._timeout)
+        return cls(sync.id, sync.path.parent, **sync._options)
 
     async def fork(self, new_id: str, *, upto: str | None = None) -> AsyncFileSession:
         """A new session ``new_id`` in the same directory, with the same options, holding a

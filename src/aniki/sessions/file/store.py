@@ -1,5 +1,4 @@
-"""``FileStore``: a directory of session files seen as a whole (the sessions it holds), and
-the rules for a session directory."""
+"""``FileStore``: a directory of session files seen as a whole (the sessions it holds)."""
 
 from __future__ import annotations
 
@@ -7,40 +6,21 @@ import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ...errors import CorruptStoreError, StoreError, StoreUnavailableError, UserError
-from .._codec import Durability, check_durability, check_path, check_seconds, decode_messages
+from typing_extensions import Unpack
+
+from ...errors import CorruptStoreError, StoreError, StoreUnavailableError
+from .._codec import decode_messages
+from .._local_file import LocalOptions
 from ..base import SessionInfo
 from ._format import DATA_SUFFIX, HEADER_READ, file_stem, header_id
-from ._io import DEFAULT_TIMEOUT, flock, require_locks
+from ._io import flock, require_locks
+from ._options import DEFAULT_TIMEOUT, checked_options, session_directory
+from .session import FileSession
 
-if TYPE_CHECKING:
-    from .session import FileSession
-
-__all__ = ["WAITS_FOR", "FileStore", "describe", "session_directory"]
+__all__ = ["FileStore", "describe"]
 
 logger = logging.getLogger("aniki")
-
-WAITS_FOR = "another process's lock on the session file"
-"""What ``timeout=`` bounds, for its error messages."""
-
-
-def session_directory(directory: str | os.PathLike[str]) -> Path:
-    """The session directory, absolute; :class:`~aniki.UserError` when it can never be one."""
-    text = check_path(directory, "the directory")
-    if not text:
-        raise UserError("the directory is empty; pass a path such as 'chats' ('.' for here)")
-    path = Path(os.path.abspath(os.path.expanduser(text)))
-    for place in (path, *path.parents):
-        if os.path.exists(place):  # the nearest existing one must be a directory
-            if not os.path.isdir(place):
-                raise UserError(
-                    f"{str(place)!r} is a file, not a directory; pass the directory that "
-                    "holds (or will hold) the session files"
-                )
-            break
-    return path
 
 
 class FileStore:
@@ -52,19 +32,18 @@ class FileStore:
         session = store.session("conversation-42")
         for info in store.list_sessions():
             print(info.id, info.message_count, info.updated_at)
+
+    Args:
+        directory: where the session files live; a listing only reads it (it never
+            creates it).
+        durability, timeout: checked here; each session it hands out gets them (see
+            :class:`~aniki.sessions.FileSession`).
     """
 
-    def __init__(
-        self,
-        directory: str | os.PathLike[str],
-        *,
-        durability: Durability = "normal",
-        timeout: float = DEFAULT_TIMEOUT,
-    ):
+    def __init__(self, directory: str | os.PathLike[str], **options: Unpack[LocalOptions]) -> None:
         require_locks()
         self._dir = session_directory(directory)
-        self._durability = check_durability(durability)
-        self._timeout = check_seconds(timeout, name="timeout", waits_for=WAITS_FOR, zero=True)
+        self._durability, self._timeout = checked_options(**options)
 
     @property
     def directory(self) -> Path:
@@ -73,8 +52,6 @@ class FileStore:
 
     def session(self, id: str) -> FileSession:
         """The session ``id`` of this directory."""
-        from .session import FileSession  # it imports this module
-
         return FileSession(id, self._dir, durability=self._durability, timeout=self._timeout)
 
     def list_sessions(self, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:

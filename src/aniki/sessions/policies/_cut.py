@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...messages import Message
-from ._select import Cost, opens, select_start
+from ._select import Cost, opens, select_start, within
 from ._summary import message_digest
 
 __all__ = [
@@ -217,15 +217,6 @@ def locate(found: Found | None, window: Sequence[Message], complete: bool) -> in
     return None
 
 
-def _fits(messages: Sequence[Message], limit: int, cost: Cost) -> bool:
-    total = 0
-    for message in messages:
-        total += cost(message)
-        if total > limit:
-            return False
-    return True
-
-
 def _find(
     found: Found | None, window: Sequence[Message], complete: bool
 ) -> tuple[int | None, int | None] | None:
@@ -290,9 +281,9 @@ def place(
         return weight
 
     cost = weigh
-    if at is not None and _fits(window[at:], limit, cost):
+    if at is not None and within(window[at:], limit, cost):
         return Placement(at, moved=False, base=base)
-    if _fits(window, limit, cost):
+    if within(window, limit, cost):
         # The view from an earlier cut, or from the history's start, may still fit.
         if not complete:
             return None

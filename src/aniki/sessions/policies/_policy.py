@@ -1,12 +1,12 @@
 """What every stepped history policy shares: pass-through writes and windowed, stepped reads.
 
 A policy wraps a sync :class:`~aniki.Session` or an :class:`~aniki.AsyncSession` and is of
-the same kind: its methods return what the inner store's do, awaitables included. Reads are
-planned by a generator written once (it asks for "the last N messages" or for a meta value,
-is sent the answer, and returns the view) and driven either synchronously or asynchronously,
-depending on what the inner store returned. Stores that offer ``get_messages(limit=...)`` are
-asked only for the recent window, so a read costs about the size of what it keeps, not of the
-history.
+the same kind: its methods return what the inner store's do, awaitables included. A read is
+planned by a generator written once (a flow: it asks for "the last N messages", a meta value
+or an append, is sent the answer, and returns the view) and run by
+:func:`~aniki.sessions._driver.drive_either`, synchronously or asynchronously depending on
+what the inner store returns. Stores that offer ``get_messages(limit=...)`` are asked only
+for the recent window, so a read costs about the size of what it keeps, not of the history.
 
 Where the view starts (its cut) is chosen by :mod:`aniki.sessions.policies._cut`; this module keeps
 the cut in the inner store's per-session meta (``get_meta`` / ``set_meta``) under a key that
@@ -16,26 +16,25 @@ and in memory over a store without meta.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
+from collections.abc import Coroutine, Generator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import Any, ClassVar, Generic, TypeVar, cast, overload
 
-from ..._reads import ReadInfo, accepts_limit
 from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
+from ...tokens import TokenCounter
+from .._capabilities import ReadInfo, add_all, capabilities_of, missing_methods
+from .._driver import drive_either
 from ..base import AsyncSession, Session
 from ._cut import Anchor, CutRecord, Found, Placement, place
 
 __all__ = [
-    "MetaGet",
-    "MetaSet",
-    "ReadInfo",
+    "Add",
+    "CountsTokens",
+    "Meta",
     "ReadPlan",
     "SessionT",
     "SuffixPolicy",
-    "accepts_limit",
-    "add_each",
     "check_positive",
     "check_session",
     "check_trim_to",
@@ -46,23 +45,29 @@ SessionT = TypeVar("SessionT", Session, AsyncSession)
 
 
 @dataclass(frozen=True, slots=True)
-class MetaGet:
-    """A plan's request for the inner store's meta value under ``key``."""
+class Meta:
+    """A plan's request for the inner store's meta value under ``key``; with ``write``, to
+    store ``value`` there instead."""
 
     key: str
+    value: Any = None
+    write: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class MetaSet:
-    """A plan's request to store ``value`` under ``key`` in the inner store's meta."""
+class Add:
+    """A plan's request to append ``messages``; with ``fused``, through the inner store's
+    fused append-then-read, whose answer is the last ``limit`` messages (``None``: all) or
+    ``None`` when it wrote nothing."""
 
-    key: str
-    value: Any
+    messages: list[Message]
+    limit: int | None = None
+    fused: bool = False
 
 
-ReadPlan = Generator["int | MetaGet | MetaSet | None", Any, tuple[Message, ...]]
-"""Yields how many recent messages to fetch (``None``: all) or a meta request, is sent the
-answer, and returns the view."""
+ReadPlan = Generator["int | Meta | Add | None", Any, tuple[Message, ...]]
+"""Yields how many recent messages to fetch (``None``: all), a meta request or an append, is
+sent the answer, and returns the view."""
 
 _FETCH_MARGIN = 16
 """Messages fetched beyond the last view: room for what a turn or two appends meanwhile."""
@@ -90,12 +95,28 @@ def check_trim_to(trim_to: object, limit: int, name: str) -> int:
 
 def check_session(inner: object) -> None:
     """A :class:`~aniki.UserError` unless ``inner`` has the session methods a policy uses."""
-    for member in ("add_message", "get_messages", "clear"):
-        if not callable(getattr(inner, member, None)):
-            raise UserError(
-                f"a history policy wraps a Session or AsyncSession; "
-                f"{type(inner).__name__} has no {member}() method"
-            )
+    missing = missing_methods(inner)
+    if missing:
+        raise UserError(
+            f"a history policy wraps a Session or AsyncSession; "
+            f"{type(inner).__name__} has no {missing[0]}() method"
+        )
+
+
+class CountsTokens:
+    """A policy that counts tokens. ``counter`` is a property so that the class says it
+    counts (see :class:`aniki.sessions._capabilities.Counts`)."""
+
+    _counter: TokenCounter
+
+    @property
+    def counter(self) -> TokenCounter:
+        """Counts each message's tokens."""
+        return self._counter
+
+    @counter.setter
+    def counter(self, counter: TokenCounter) -> None:
+        self._counter = counter
 
 
 @dataclass(slots=True)
@@ -122,23 +143,27 @@ class SuffixPolicy(Generic[SessionT]):
     """The most the view may cost (messages or tokens) before its cut moves."""
     trim_to: int
     """The most the view keeps when its cut moves."""
+    blocking: bool = True
+    """Whether its calls may block on I/O: as the inner store's (set per instance)."""
+
+    # What a policy can do only when its inner store can (see aniki.sessions._capabilities).
+    _INNER_DECIDES: ClassVar[frozenset[str]] = frozenset({"add_then_get", "undo"})
+    _last_read: ReadInfo | None = None  # what the last read saw, for the run's reports
 
     def __init__(self, inner: Session | AsyncSession, limit: int, trim_to: int) -> None:
         check_session(inner)
         # Subclasses take ``inner: SessionT``; mypy cannot pass a constrained TypeVar through.
         self._inner: SessionT = cast("SessionT", inner)
-        self._limited = accepts_limit(inner.get_messages)
+        can = capabilities_of(inner)
+        self._limited = can.limited
+        self.blocking = can.blocking
         self.limit = limit
         self.trim_to = trim_to
         # A one-step slide (trim_to == limit) follows from the history alone: any reader
         # finds the same view, so there is no cut to keep (and none to write every turn).
-        self._has_meta = (
-            trim_to < limit
-            and callable(getattr(inner, "get_meta", None))
-            and callable(getattr(inner, "set_meta", None))
-        )
+        self._has_meta = trim_to < limit and can.get_meta is not None
+        self._fused = can.add_then_get
         self._state = _CutState()
-        self._last_read: ReadInfo | None = None
 
     @property
     def inner(self) -> SessionT:
@@ -171,28 +196,36 @@ class SuffixPolicy(Generic[SessionT]):
             return found.kept + 1 + _FETCH_MARGIN
         return self._fresh_fetch()
 
-    def _plan(self, extra: int = 0) -> ReadPlan:
+    def _plan(
+        self, extra: tuple[Message, ...] = (), append: list[Message] | None = None
+    ) -> ReadPlan:
         """The read: find the cut, keep it or move it, remember it; return the view.
 
-        The last ``extra`` messages of every window are not stored yet (a streamed run's
-        tool turns): they count against the limit, but a cut is only ever remembered at a
-        stored message.
+        ``extra`` follows every window: messages not stored yet (a streamed run's tool
+        turns), which count against the limit, though a cut is only ever remembered at a
+        stored message. ``append`` is appended first, fused with the first fetch.
         """
         state = self._state
         checked = False  # whether meta was read during this read
         if self._has_meta and not state.loaded:
-            state.stored = yield MetaGet(self.cut_key)
+            state.stored = yield Meta(self.cut_key)
             state.found, state.loaded, checked = CutRecord.from_value(state.stored), True, True
         found = state.found
         size = self._first_fetch(found)
         while True:
-            window: Sequence[Message] = yield size
-            complete = size is None or len(window) - extra < size
+            if append is None:
+                window: Sequence[Message] = yield size
+            else:
+                window = yield from _append_then_fetch(append, size)
+                append = None
+            if extra:
+                window = (*window, *extra)
+            complete = size is None or len(window) - len(extra) < size
             placement = self._place(found, window, complete)
             if placement is not None and placement.moved and self._has_meta and not checked:
                 # Before moving the cut, see whether another process has moved it already.
                 checked = True
-                value = yield MetaGet(self.cut_key)
+                value = yield Meta(self.cut_key)
                 other = CutRecord.from_value(value) if value != state.stored else None
                 state.stored = value
                 if other is not None:
@@ -205,18 +238,31 @@ class SuffixPolicy(Generic[SessionT]):
                 continue
             assert size is not None  # a complete window always decides
             size = max(size * 2, 16)
-        start, kept, base = placement.start, len(window) - extra, placement.base
+        view, cut = self._settle(found, placement, window, len(window) - len(extra))
+        if cut is not None:
+            yield Meta(self.cut_key, cut, write=True)
+            state.stored = cut
+        return view
+
+    def _settle(
+        self, found: Found | None, placement: Placement, window: Sequence[Message], kept: int
+    ) -> tuple[tuple[Message, ...], Any]:
+        """Remember where the view starts (``placement`` in ``window``, whose first ``kept``
+        messages are stored): the view, and the cut to store in meta (``None``: none)."""
+        state = self._state
+        start, base = placement.start, placement.base
+        assert base is not None  # placed
         self._last_read = ReadInfo(stored=base + kept, prefix_kept=not placement.moved)
-        if start < kept:
-            before = window[start - 1] if start else None
-            state.found = Anchor(before, tuple(window[start:kept]), base + start)
-            stale = placement.moved or (isinstance(found, CutRecord) and found.position is None)
-            if stale and start > 0 and self._has_meta:
-                value = CutRecord.at(window[:kept], start, base).to_value()
-                if value != state.stored:
-                    yield MetaSet(self.cut_key, value)
-                    state.stored = value
-        return tuple(window[start:])
+        if start >= kept:
+            return tuple(window[start:]), None
+        before = window[start - 1] if start else None
+        state.found = Anchor(before, tuple(window[start:kept]), base + start)
+        stale = placement.moved or (isinstance(found, CutRecord) and found.position is None)
+        if stale and start > 0 and self._has_meta:
+            value = CutRecord.at(window[:kept], start, base).to_value()
+            if value != state.stored:
+                return tuple(window[start:]), value
+        return tuple(window[start:]), None
 
     def _place(
         self, found: Found | None, window: Sequence[Message], complete: bool
@@ -234,89 +280,38 @@ class SuffixPolicy(Generic[SessionT]):
     def get_messages(self) -> Any:
         """The view: the most recent messages from the cut on, oldest first (awaitable over
         an async store)."""
-        return self._execute(self._plan())
+        return drive_either(self._plan(), self._answer)
 
     def _add_then_get(self, messages: list[Message]) -> Any:
         """Append ``messages``, then read: the append fused with the first window's fetch
-        when the inner store can (see ``aniki._run.session_io``); ``None``, having written
+        when the inner store can (see ``aniki.sessions._session_io``); ``None``, having written
         nothing, when the inner store has no such step."""
-        fused = getattr(self._inner, "_add_then_get", None)
-        if fused is None:
+        if self._fused is None:
             return None
-
-        def first(limit: int | None) -> Any:
-            window = fused(messages) if limit is None else fused(messages, limit)
-            if window is not None:
-                return window
-            # A wrapper below cannot fuse after all (it wrote nothing): append, then read.
-            added = self.add_messages(messages)
-            if inspect.isawaitable(added):
-                return _after(added, lambda: self._fetch(limit))
-            return self._fetch(limit)
-
-        return self._execute(self._plan(), first=first)
+        return drive_either(self._plan(append=messages), self._answer)
 
     def _view_with(self, extra: Sequence[Message]) -> Any:
         """The view over the stored history followed by ``extra``, messages not stored yet
         (a streamed run's tool turns): what :meth:`get_messages` will return once they are,
         so that they count against the same limit."""
-        return self._execute(self._plan(len(extra)), extra=tuple(extra))
+        return drive_either(self._plan(tuple(extra)), self._answer)
 
-    def _answer(self, request: int | MetaGet | MetaSet | None, first: Any) -> Any:
-        if isinstance(request, MetaGet):
-            return cast(Any, self._inner).get_meta(request.key)
-        if isinstance(request, MetaSet):
-            return cast(Any, self._inner).set_meta(request.key, request.value)
-        if first is not None:
-            return first(request)
-        return self._fetch(request)
-
-    def _execute(
-        self, plan: ReadPlan, *, extra: tuple[Message, ...] = (), first: Any = None
-    ) -> Any:
-        """Answer ``plan``'s requests until it returns its view; ``first`` (when given)
-        answers the first fetch. Switches to :meth:`_execute_async` at the first awaitable.
-
-        ``extra`` follows every window (a window then looks longer than the store's answer,
-        which the plan allows for)."""
-        request = next(plan)
-        while True:
-            fetch = not isinstance(request, (MetaGet, MetaSet))
-            answer: Any = self._answer(request, first if fetch else None)
-            if fetch:
-                first = None
-            if inspect.isawaitable(answer):
-                return self._execute_async(plan, answer, fetch, extra, first)
-            if fetch and extra:
-                answer = (*answer, *extra)
-            try:
-                request = plan.send(answer)
-            except StopIteration as done:
-                view: tuple[Message, ...] = done.value
-                return view
-
-    async def _execute_async(
-        self,
-        plan: ReadPlan,
-        pending: Awaitable[Any],
-        fetch: bool,
-        extra: tuple[Message, ...],
-        first: Any,
-    ) -> tuple[Message, ...]:
-        while True:
-            answer: Any = await pending
-            if fetch and extra:
-                answer = (*answer, *extra)
-            try:
-                request = plan.send(answer)
-            except StopIteration as done:
-                view: tuple[Message, ...] = done.value
-                return view
-            fetch = not isinstance(request, (MetaGet, MetaSet))
-            result = self._answer(request, first if fetch else None)
-            if fetch:
-                first = None
-            pending = result if inspect.isawaitable(result) else _ready(result)
+    def _answer(self, request: int | Meta | Add | None) -> Any:
+        """What the inner store answers to a plan's ``request`` (maybe an awaitable)."""
+        if request is None or type(request) is int:
+            return self._fetch(request)
+        inner = cast(Any, self._inner)
+        if isinstance(request, Meta):
+            if request.write:
+                return inner.set_meta(request.key, request.value)
+            return inner.get_meta(request.key)
+        assert isinstance(request, Add)
+        if not request.fused:
+            return self.add_messages(request.messages)
+        assert self._fused is not None  # a plan appends fused only when the store can
+        if request.limit is None:
+            return self._fused(request.messages)
+        return self._fused(request.messages, request.limit)
 
     def _fetch(self, limit: int | None) -> Any:
         if limit is not None and self._limited:
@@ -344,11 +339,7 @@ class SuffixPolicy(Generic[SessionT]):
 
         Otherwise every message is validated first, then appended one by one.
         """
-        batch = [to_message(message) for message in messages]
-        add_many = getattr(self._inner, "add_messages", None)
-        if add_many is not None:
-            return add_many(batch)
-        return add_each(self._inner, batch)
+        return add_all(self._inner, [to_message(message) for message in messages])
 
     @overload
     def undo(self: SuffixPolicy[Session]) -> tuple[Message, ...]: ...
@@ -357,8 +348,8 @@ class SuffixPolicy(Generic[SessionT]):
     def undo(self) -> Any:
         """Remove the last turn from the inner store (its ``undo()``) and return it. The cut
         is found again on the next read, or starts afresh when the turn held it."""
-        undo = getattr(self._inner, "undo", None)
-        if not callable(undo):
+        undo = capabilities_of(self._inner).undo
+        if undo is None:
             raise UserError(f"{type(self._inner).__name__} has no undo(); it cannot remove a turn")
         self._state = _CutState()
         return undo()
@@ -374,26 +365,15 @@ class SuffixPolicy(Generic[SessionT]):
         return self._inner.clear()
 
 
-async def _ready(value: Any) -> Any:
-    return value
-
-
-async def _after(pending: Awaitable[Any], then: Callable[[], Any]) -> Any:
-    await pending
-    result = then()
-    return await result if inspect.isawaitable(result) else result
-
-
-def add_each(inner: Any, batch: list[Message]) -> Any:
-    """Append ``batch`` one message at a time, awaiting each when ``inner`` is async."""
-    for index, message in enumerate(batch):
-        result = inner.add_message(message)
-        if inspect.isawaitable(result):
-            return _add_rest_async(inner, result, batch[index + 1 :])
-    return None
-
-
-async def _add_rest_async(inner: Any, pending: Awaitable[Any], rest: list[Message]) -> None:
-    await pending
-    for message in rest:
-        await inner.add_message(message)
+def _append_then_fetch(
+    messages: list[Message], size: int | None
+) -> Generator[Add | int | None, Any, Sequence[Message]]:
+    """The first window of a read that appends ``messages`` first, through the store's fused
+    step; when a wrapper below cannot fuse after all (it wrote nothing), an append and a
+    fetch."""
+    window = yield Add(messages, size, fused=True)
+    if window is None:
+        yield Add(messages)
+        window = yield size
+    result: Sequence[Message] = window
+    return result

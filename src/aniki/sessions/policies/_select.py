@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ...messages import Message
 
-__all__ = ["Cost", "cut_points", "opens", "select_start", "unit_cost"]
+__all__ = ["Cost", "cut_points", "opens", "select_start", "unit_cost", "within"]
 
 Cost = Callable[[Message], int]
 """The weight of one message under a limit: ``1`` for a message count, its tokens for a budget."""
@@ -67,6 +67,16 @@ def _scan(history: Sequence[Message], limit: int, cost: Cost, ignore: frozenset[
             break
     scan.unmatched = frozenset(waiting)
     return scan
+
+
+def within(messages: Sequence[Message], limit: int, cost: Cost) -> bool:
+    """Whether ``messages`` together cost at most ``limit`` (counted only as far as needed)."""
+    total = 0
+    for message in messages:
+        total += cost(message)
+        if total > limit:
+            return False
+    return True
 
 
 def select_start(

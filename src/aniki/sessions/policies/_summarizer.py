@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from ..._threads import COMPUTE
 from ...messages import Message
@@ -21,7 +21,11 @@ from ._summary import fit_text, render_request, summary_message
 if TYPE_CHECKING:
     from ...agent import Agent
 
-__all__ = ["REPLY_CHARS_PER_TOKEN", "fit_reply", "summarize"]
+__all__ = ["REPLY_CHARS_PER_TOKEN", "Summarizer", "fit_reply", "summarize"]
+
+Summarizer: TypeAlias = "Agent"
+"""What writes the summaries: an agent, run here (the one module of the policies that runs
+one, and so names the agent and the runner above them)."""
 
 logger = logging.getLogger("aniki")
 
@@ -34,7 +38,7 @@ room for any text, and a reply longer still is cut, with a warning, before it is
 
 
 async def summarize(
-    summarizer: Agent,
+    summarizer: Summarizer,
     prompt: str,
     previous: str | None,
     messages: Sequence[Message],

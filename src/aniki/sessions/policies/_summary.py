@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...messages import Message
-from ._select import Cost, cut_points, opens
+from ._select import Cost, cut_points, opens, select_start, within
 
 __all__ = [
     "CLAIM_KEY",
@@ -28,12 +28,14 @@ __all__ = [
     "chunk_ends",
     "find_summary",
     "fit_text",
+    "fits",
     "message_digest",
     "place_summary",
     "quote",
     "recent_window",
     "render_request",
     "summary_message",
+    "summary_view",
 ]
 
 logger = logging.getLogger("aniki")
@@ -241,6 +243,21 @@ def summary_message(text: str) -> Message:
     next to another user message.
     """
     return Message(role="system", content=SUMMARY_PREFIX + text)
+
+
+def fits(summary: Summary | None, tail: Sequence[Message], budget: int, cost: Cost) -> bool:
+    """Whether the summary's message and all of ``tail`` fit ``budget`` tokens."""
+    return within(tail, budget - (cost(summary_message(summary.text)) if summary else 0), cost)
+
+
+def summary_view(
+    summary: Summary | None, tail: Sequence[Message], budget: int, cost: Cost
+) -> tuple[Message, ...]:
+    """The summary's message (when there is one), then the most recent messages of ``tail``
+    that fit what is left of ``budget`` tokens."""
+    head = (summary_message(summary.text),) if summary else ()
+    left = budget - sum(cost(message) for message in head)
+    return head + tuple(tail[select_start(tail, max(left, 0), cost) :])
 
 
 # What json.dumps leaves raw that could still pass for structure: angle brackets (the

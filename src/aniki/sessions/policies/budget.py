@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...messages import Message
 from ...tokens import TokenCounter, counter_for_model
-from ._policy import SessionT, SuffixPolicy, check_positive, check_trim_to
+from ._policy import CountsTokens, SessionT, SuffixPolicy, check_positive, check_trim_to
 
 __all__ = ["TokenBudgetSession"]
 
@@ -12,7 +12,7 @@ _FRESH_FETCH = 16
 """Messages asked for first when no cut is known: doubled until the budget is covered."""
 
 
-class TokenBudgetSession(SuffixPolicy[SessionT]):
+class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
     """A view of a session that returns the most recent messages fitting ``max_tokens``.
 
     The view's start (the *cut*) stays where it is while the view fits ``max_tokens``: each
@@ -51,8 +51,7 @@ class TokenBudgetSession(SuffixPolicy[SessionT]):
         super().__init__(inner, limit, check_trim_to(trim_to, limit, "max_tokens"))
         self.max_tokens = limit
         """The most tokens a read returns (unless the last exchange alone is larger)."""
-        self.counter: TokenCounter = counter if counter is not None else counter_for_model(model)
-        """Counts each message's tokens."""
+        self._counter = counter if counter is not None else counter_for_model(model)
 
     @property
     def cut_key(self) -> str:
@@ -66,7 +65,7 @@ class TokenBudgetSession(SuffixPolicy[SessionT]):
         return f"aniki.cut.tokens.{self.max_tokens}.{self.trim_to}.{kind}"
 
     def _cost(self, message: Message) -> int:
-        return self.counter.count_message(message)
+        return self._counter.count_message(message)
 
     def _fresh_fetch(self) -> int:
         return _FRESH_FETCH

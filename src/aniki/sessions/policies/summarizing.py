@@ -7,30 +7,29 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-from ..._run import session_io
 from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
 from ...tokens import TokenCounter, counter_for_model
+from .. import _session_io as session_io
+from .._capabilities import ReadInfo, capabilities_of
 from ..base import AsyncSession, Session
-from ._policy import ReadInfo, accepts_limit, check_positive, check_session
+from ._policy import CountsTokens, check_positive, check_session
 from ._select import select_start
-from ._summarizer import summarize
+from ._summarizer import Summarizer, summarize
 from ._summary import (
     DEFAULT_PROMPT,
     SUMMARY_KEY,
     Summary,
     chunk_ends,
     find_summary,
+    fits,
     place_summary,
     recent_window,
-    summary_message,
+    summary_view,
 )
 from ._summary_claim import Claims, Lease
-
-if TYPE_CHECKING:
-    from ...agent import Agent
 
 __all__ = ["SummarizingSession"]
 
@@ -43,7 +42,7 @@ Fetch = Callable[[int | None], Awaitable[Sequence[Message]]]
 """Reads the last N messages (``None``: all) of the inner store."""
 
 
-class SummarizingSession:
+class SummarizingSession(CountsTokens):
     """A view of a session whose older part is replaced by a summary once it grows too long.
 
     While the history fits ``max_tokens`` it is returned as it is. When a read finds it over
@@ -81,11 +80,16 @@ class SummarizingSession:
 
     DEFAULT_PROMPT = DEFAULT_PROMPT
     """The summarizer's default instructions (``prompt=`` replaces them)."""
+    blocking = False  # awaited on the loop: it calls a sync store in a worker thread itself
+
+    # What it can do only when its inner store can (see aniki.sessions._capabilities).
+    _INNER_DECIDES: ClassVar[frozenset[str]] = frozenset({"add_then_get", "undo"})
+    _last_read: ReadInfo | None = None  # what the last read saw, for the run's reports
 
     def __init__(
         self,
         inner: Session | AsyncSession,
-        summarizer: Agent,
+        summarizer: Summarizer,
         max_tokens: int,
         *,
         keep_recent: int | None = None,
@@ -108,25 +112,17 @@ class SummarizingSession:
         """The agent that writes summaries (run on a fresh in-memory session each time)."""
         self.prompt = prompt
         """The summarizer's instructions."""
-        self.counter: TokenCounter = counter if counter is not None else counter_for_model(model)
-        """Counts each message's tokens."""
+        self._counter = counter if counter is not None else counter_for_model(model)
         self._inner = inner
+        can = capabilities_of(inner)
         # A sync store's calls run in a worker thread, so they never block the event loop.
-        self._blocking = session_io.blocks(inner)
-        self._limited = accepts_limit(inner.get_messages)
-        get_meta, set_meta = getattr(inner, "get_meta", None), getattr(inner, "set_meta", None)
-        self._meta: tuple[Callable[[str], Any], Callable[[str, Any], Any]] | None = (
-            (get_meta, set_meta) if callable(get_meta) and callable(set_meta) else None
-        )
-        swap = getattr(inner, "_swap_meta", None)
-        self._swap_meta: Callable[[str, Any, Any], Any] | None = (
-            swap if self._meta is not None and callable(swap) else None
-        )
+        self._blocking, self._limited = can.blocking, can.limited
+        self._meta = (can.get_meta, can.set_meta) if can.get_meta and can.set_meta else None
+        self._swap_meta = can.swap_meta if self._meta is not None else None
         self._claims = Claims(self._load_record, self._swap) if self._swap_meta else None
         self._summary: Summary | None = None  # the record, for stores without get_meta
         self._total_hint: int | None = None
         self._previous_view: tuple[Message, ...] | None = None
-        self._last_read: ReadInfo | None = None
         self._failed_at: int | None = None
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -159,8 +155,8 @@ class SummarizingSession:
         """Remove the last turn from the inner store (its ``undo()``) and return it. A summary
         that covered part of it no longer matches the history: the next read makes a new one.
         """
-        undo = getattr(self._inner, "undo", None)
-        if not callable(undo):
+        undo = capabilities_of(self._inner).undo
+        if undo is None:
             raise UserError(f"{type(self._inner).__name__} has no undo(); it cannot remove a turn")
         removed: tuple[Message, ...] = tuple(await self._io(undo))
         self._total_hint = self._failed_at = None
@@ -187,8 +183,8 @@ class SummarizingSession:
 
     def _add_then_get(self, messages: list[Message]) -> Any:
         # Append, then read, with the append fused into the first fetch when the inner store
-        # can (see aniki._run.session_io); None, having written nothing, when it cannot.
-        fused = getattr(self._inner, "_add_then_get", None)
+        # can (see aniki.sessions._session_io); None, having written nothing, when it cannot.
+        fused = capabilities_of(self._inner).add_then_get
         if fused is None:
             return None
 
@@ -208,7 +204,7 @@ class SummarizingSession:
         """:meth:`get_messages`, whose first fetch is ``first`` (which may append ``added``
         messages before it reads)."""
         async with self._lock():
-            started = time.monotonic()
+            started, cost = time.monotonic(), self._counter.count_message
             for _ in range(_ROUNDS):
                 record = await self._load_record()
                 loaded, tail, total = await self._read_tail(
@@ -217,7 +213,7 @@ class SummarizingSession:
                 first, added = self._fetch, 0  # the first fetch (maybe an append) is made
                 self._total_hint = total
                 summary = loaded
-                if self._fits(summary, tail) or self._failed_at == total:
+                if fits(summary, tail, self.max_tokens, cost) or self._failed_at == total:
                     break
                 lease = await self._claim(loaded, record, started)
                 if lease == "busy":  # another reader's summary takes long: go on without it
@@ -230,13 +226,14 @@ class SummarizingSession:
                     await self._release(lease)
                 if settled:
                     break
-            view = self._view(summary, tail)
+            view = summary_view(summary, tail, self.max_tokens, cost)
             previous, self._previous_view = self._previous_view, view
             kept = view[: len(previous)] == previous if previous is not None else True
             self._last_read = ReadInfo(
                 stored=total,
                 summarized=summary.covered if summary else 0,
                 prefix_kept=kept and summary is loaded,
+                summary=summary is not None,
             )
             return view
 
@@ -338,22 +335,6 @@ class SummarizingSession:
                 return place_summary(summary, await self._fetch(None))
         return place_summary(summary, await first(None))
 
-    def _fits(self, summary: Summary | None, tail: Sequence[Message]) -> bool:
-        head = self.counter.count_message(summary_message(summary.text)) if summary else 0
-        budget = self.max_tokens - head
-        total = 0
-        for message in tail:
-            total += self.counter.count_message(message)
-            if total > budget:
-                return False
-        return True
-
-    def _view(self, summary: Summary | None, tail: Sequence[Message]) -> tuple[Message, ...]:
-        head = (summary_message(summary.text),) if summary else ()
-        budget = self.max_tokens - sum(self.counter.count_message(m) for m in head)
-        start = select_start(tail, max(budget, 0), self.counter.count_message)
-        return head + tuple(tail[start:])
-
     async def _fold(
         self,
         summary: Summary | None,
@@ -368,11 +349,11 @@ class SummarizingSession:
         whether they are settled: ``False`` when another reader's summary took its place,
         to be read again.
         """
-        keep_from = select_start(tail, self.keep_recent, self.counter.count_message)
+        keep_from = select_start(tail, self.keep_recent, self._counter.count_message)
         evicted = tail[:keep_from]
         covered = summary.covered if summary else 0
         done = 0
-        for end in chunk_ends(evicted, self.counter.count_message, self.max_tokens):
+        for end in chunk_ends(evicted, self._counter.count_message, self.max_tokens):
             previous = summary.text if summary else None
             try:
                 text = await summarize(
@@ -381,7 +362,7 @@ class SummarizingSession:
                     previous,
                     evicted[done:end],
                     share=self.summary_tokens,
-                    counter=self.counter,
+                    counter=self._counter,
                 )
             except Exception as exc:  # any failure: the run goes on without a new summary
                 self._failed_at = total

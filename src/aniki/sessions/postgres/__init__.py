@@ -2,7 +2,7 @@
 
 - ``session.py``: :class:`PostgresSession` (and :class:`AsyncPostgresSession`, from
   ``_async_session.py``); ``_base.py``: what both do around a flow (arguments, deadlines,
-  errors)
+  errors); the methods both share are ``sessions/_flow_store.py``'s
 - ``_core.py``: the state and logic both share: statements, cache, the flow of each operation
 - ``_edits.py``: the flows of ``fork`` and ``undo``
 - ``_flow.py``: a flow and its steps; ``_sql.py``: the tables and statements

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from ..._stamps import stamp, stamp_one
-from ...messages import Message, MessageLike, to_message
-from .._codec import check_limit, to_messages
+from ...messages import Message
 from .._edits import fork_target
-from ..base import SessionInfo
-from ._base import DEFAULT_TABLE, PostgresBase
-from ._core import DEFAULT_TIMEOUT, Flow
-from ._drive import Alarm, adrive, arm, borrow_autocommit, disarm
+from .._flow_store import AsyncFlowSession
+from ._base import PostgresBase
+from ._core import Flow, PostgresCore
+from ._drive import adrive, borrow_autocommit
 
 if TYPE_CHECKING:
     import psycopg
@@ -27,82 +23,30 @@ if TYPE_CHECKING:
 __all__ = ["AsyncPostgresSession"]
 
 T = TypeVar("T")
+_Pool: TypeAlias = "AsyncConnectionPool[Any]"
 
 
-class AsyncPostgresSession(PostgresBase):
+class AsyncPostgresSession(PostgresBase[_Pool], AsyncFlowSession[PostgresCore]):
     """:class:`PostgresSession` for asyncio code (psycopg's async API): the same methods, awaited.
+
+    Pass ``pool=`` a ``psycopg_pool.AsyncConnectionPool`` to share connections between many
+    sessions (recommended for a server handling many conversations at once), or a ``dsn``
+    for a connection of the session's own. ``timeout`` bounds each call as in
+    :class:`PostgresSession`.
 
     Example::
 
-        session = AsyncPostgresSession("conversation-42", "postgresql://postgres@localhost/test")
-        await session.add_message({"role": "user", "content": "Hi"})
-        await session.get_messages()  # (Message(role='user', content='Hi', ...),)
-        await session.aclose()
-
-    Pass ``pool=`` a ``psycopg_pool.AsyncConnectionPool`` to share connections between many
-    sessions (recommended for a server handling many conversations at once). ``timeout``
-    bounds each call as in :class:`PostgresSession`.
+        dsn = "postgresql://postgres@localhost/test"
+        async with AsyncConnectionPool(dsn, open=False) as pool:  # from psycopg_pool
+            session = AsyncPostgresSession("conversation-42", pool=pool)
+            await session.add_message({"role": "user", "content": "Hi"})
+            await session.get_messages()  # (Message(role='user', content='Hi', ...),)
     """
 
+    blocking = False  # awaited on the event loop
     _pool_class = "AsyncConnectionPool"
-
-    def __init__(
-        self,
-        id: str,
-        dsn: str | None = None,
-        *,
-        table: str = DEFAULT_TABLE,
-        pool: AsyncConnectionPool[Any] | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        super().__init__(id, dsn, table, pool, timeout)
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._lock = asyncio.Lock()
-
-    async def add_message(self, message: MessageLike) -> None:
-        """Validate and append one message."""
-        batch = [stamp_one(to_message(message))]
-        await self._run(lambda: self._core.append(batch))
-
-    async def add_messages(self, messages: Iterable[MessageLike]) -> None:
-        """Validate all, then append all in one transaction."""
-        batch = stamp(to_messages(messages))
-        await self._run(lambda: self._core.append(batch))
-
-    async def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
-        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
-        checked = check_limit(limit)
-        return await self._run(lambda: self._core.read(checked), read=True)
-
-    async def _add_then_get(
-        self, messages: list[Message], limit: int | None = None
-    ) -> tuple[Message, ...]:
-        # add_messages then get_messages, usually in one statement (see aniki._run.session_io).
-        checked, batch = check_limit(limit), stamp(messages)
-        return await self._run(lambda: self._core.append_then_read(batch, checked))
-
-    async def _add_after(
-        self,
-        messages: list[Message],
-        after: str | None,
-        *,
-        read: bool = False,
-        limit: int | None = None,
-    ) -> tuple[Message, ...] | None:
-        # add_messages (with read, then get_messages) in one statement, only after the
-        # message with the id `after` (aniki.sessions._chain.AppendsAfter); None, writing
-        # nothing, if another message is last.
-        checked, batch = check_limit(limit), stamp(messages)
-        return await self._run(lambda: self._core.append_after(batch, after, read, checked))
-
-    async def clear(self) -> None:
-        """Delete the history and the session's derived state."""
-        await self._run(self._core.clear)
-
-    async def _replace(self, messages: Iterable[MessageLike]) -> None:
-        # clear() then add_messages() in one transaction (used by `aniki sessions import`).
-        batch = stamp(to_messages(messages), keep=True)
-        await self._run(lambda: self._core.replace(batch))
+    _conn: psycopg.AsyncConnection[Any] | None = None
+    """The connection this instance opened (without ``pool=``), once it has."""
 
     async def fork(self, new_id: str, *, upto: str | None = None) -> AsyncPostgresSession:
         """As :meth:`PostgresSession.fork`: a new session ``new_id`` (an
@@ -120,22 +64,6 @@ class AsyncPostgresSession(PostgresBase):
         user message. Every instance of the session reads the shortened history afresh."""
         return await self._run(self._core.undo)
 
-    async def get_meta(self, key: str) -> Any:
-        """The derived-state value stored under ``key`` (``None`` when absent)."""
-        return await self._run(lambda: self._core.get_meta(key), read=True)
-
-    async def set_meta(self, key: str, value: Any) -> None:
-        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
-        await self._run(lambda: self._core.set_meta(key, value))
-
-    async def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
-        """As :meth:`PostgresSession._swap_meta`."""
-        return await self._run(lambda: self._core.swap_meta(key, expected, value))
-
-    async def list_sessions(self) -> list[SessionInfo]:
-        """Every session holding messages in this table, most recently updated first."""
-        return await self._run(self._core.list_sessions, read=True)
-
     async def aclose(self) -> None:
         """Close this instance's connection (a passed ``pool=`` stays open)."""
         async with self._lock:
@@ -143,29 +71,16 @@ class AsyncPostgresSession(PostgresBase):
                 await self._conn.close()
                 self._conn = None
 
-    async def __aenter__(self) -> AsyncPostgresSession:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    async def _run(self, make_flow: Callable[[], Flow[T]], *, read: bool = False) -> T:
+    async def _run(self, make: Callable[[], Flow[T]], *, read: bool = False) -> T:
         async with self._lock:
-            deadline = time.monotonic() + self._timeout
-            self._broke_idle = self._timed_out = False
+            deadline = self._start()
             try:
                 try:
-                    return await self._attempt(make_flow(), deadline)
-                except self._psycopg.errors.UndefinedTable:
-                    self._core.mark_ready(False)
-                    return await self._attempt(make_flow(), deadline)
-                except self._psycopg.OperationalError:
-                    if not (read and self._broke_idle) or self._timed_out:
-                        raise  # a write may have committed before the connection broke
-                    # As PostgresSession._run says.
-                    return await self._attempt(make_flow(), deadline)
+                    return await self._attempt(make(), deadline)
+                except self._psycopg.Error as exc:
+                    if not self._again(exc, read):
+                        raise
+                return await self._attempt(make(), deadline)
             except self._psycopg.Error as exc:
                 raise self._error(exc) from exc
 
@@ -178,46 +93,43 @@ class AsyncPostgresSession(PostgresBase):
 
     @asynccontextmanager
     async def _connection(self, deadline: float) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        if self._pool is not None:
-            async with self._pool.connection(timeout=self._left(deadline)) as pooled:
-                borrow = borrow_autocommit(pooled)
-                if borrow:
-                    await pooled.set_autocommit(True)
-                try:
-                    async with self._alarm(pooled, deadline):
-                        yield pooled
-                except self._psycopg.OperationalError:
-                    self._broke_idle = pooled.closed  # the pool drops it and lends another
-                    raise
-                finally:
-                    if borrow and not pooled.closed:
-                        with contextlib.suppress(self._psycopg.Error):
-                            await pooled.set_autocommit(False)
-            return
-        reused = self._conn is not None and not self._conn.closed
+        """As :meth:`PostgresSession._connection`."""
+        reused = self._pool is not None or (self._conn is not None and not self._conn.closed)
+        async with self._own(deadline) if self._pool is None else self._lent(deadline) as conn:
+            try:
+                with self._watch(conn, deadline, reused=reused):
+                    yield conn
+            finally:
+                if self._timed_out:
+                    await conn.close()
+
+    @asynccontextmanager
+    async def _lent(self, deadline: float) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        assert self._pool is not None
+        async with self._pool.connection(timeout=self._left(deadline)) as pooled:
+            borrow = borrow_autocommit(pooled)
+            if borrow:
+                await pooled.set_autocommit(True)
+            try:
+                yield pooled
+            finally:
+                if borrow and not pooled.closed:
+                    with contextlib.suppress(self._psycopg.Error):
+                        await pooled.set_autocommit(False)
+
+    @asynccontextmanager
+    async def _own(self, deadline: float) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if self._conn is None or self._conn.closed:
             self._conn = await self._psycopg.AsyncConnection.connect(
-                self._dsn, autocommit=True, **self._connect_options(deadline)
+                self._dsn, **self._connect_options(deadline)
             )
         conn = self._conn
         try:
-            async with self._alarm(conn, deadline):
-                yield conn
+            yield conn
         except self._psycopg.OperationalError:
-            self._broke_idle = reused and conn.closed
             await conn.close()
             self._conn = None
             raise
 
-    @asynccontextmanager
-    async def _alarm(
-        self, conn: psycopg.AsyncConnection[Any], deadline: float
-    ) -> AsyncIterator[None]:
-        """As :meth:`PostgresSession._alarm`."""
-        entry: Alarm = arm(conn, deadline)
-        try:
-            yield
-        finally:
-            if disarm(entry):
-                self._timed_out = True
-                await conn.close()
+    def _new_lock(self) -> asyncio.Lock:
+        return asyncio.Lock()

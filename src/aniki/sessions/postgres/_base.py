@@ -1,24 +1,31 @@
-"""What both PostgreSQL session classes share around their flows: checking the arguments,
-the deadline of a call, the errors a caller sees, and the sibling a fork returns."""
+"""What both PostgreSQL session classes share beyond their methods (which
+:mod:`aniki.sessions._flow_store` gives them): the constructor (checking the arguments), the
+deadline of a call, when a failed attempt is made again, the errors a caller sees, and the
+sibling a fork returns."""
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar, cast
 
+from ..._secrets import hide_password
 from ...errors import UserError
-from .._codec import redact
-from ._core import PostgresCore, check_timeout, import_psycopg, translate
+from ._core import DEFAULT_TIMEOUT, PostgresCore, check_timeout, import_psycopg, translate
+from ._drive import arm, disarm
 
 __all__ = ["DEFAULT_TABLE", "PostgresBase", "check_pool", "sets_connect_timeout"]
 
 DEFAULT_TABLE = "aniki_messages"
 
-B = TypeVar("B", bound="PostgresBase")
+B = TypeVar("B", bound="PostgresBase[Any]")
+P = TypeVar("P")
+"""The pool class: psycopg_pool's sync or async one."""
 
 
-class PostgresBase:
+class PostgresBase(Generic[P]):
     """Construction, deadlines and error handling shared by the sync and async classes.
 
     Every call has a deadline ``timeout`` seconds after it starts. Waiting for a pooled
@@ -29,7 +36,15 @@ class PostgresBase:
 
     _pool_class: str
 
-    def __init__(self, id: str, dsn: object, table: str, pool: Any, timeout: object) -> None:
+    def __init__(
+        self,
+        id: str,
+        dsn: str | None = None,
+        *,
+        table: str = DEFAULT_TABLE,
+        pool: P | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         self._psycopg = import_psycopg()
         if (dsn is None) == (pool is None):
             raise UserError(
@@ -44,29 +59,48 @@ class PostgresBase:
                 f"key=value pairs (host=... dbname=...), got {type(dsn).__name__}"
             )
         self._timeout = check_timeout(timeout)
-        conninfo: str = pool.conninfo if pool is not None else str(dsn)
+        conninfo: str = cast(Any, pool).conninfo if pool is not None else str(dsn)
         self._fixed_connect_timeout = sets_connect_timeout(conninfo, self._psycopg)
         self._dsn = conninfo
         self._pool = pool
         self._table = table
         self._broke_idle = False  # the last call's connection had died while idle
         self._timed_out = False  # the last call's deadline cut its connection
-        store = f"{redact(conninfo)} (table {table!r})"
+        store = f"{hide_password(conninfo)} (table {table!r})"
         self._core = PostgresCore(id, table=table, store=store, conninfo=conninfo)
+        self._lock = self._new_lock()
 
-    @property
-    def id(self) -> str:
-        """The conversation's id."""
-        return self._core.id
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(id={self.id!r}, store={self._core.store!r})"
+    def _new_lock(self) -> Any:
+        """The lock that lets one call at a time use this instance's connection."""
+        raise NotImplementedError
 
     def _sibling(self: B, session_id: str) -> B:
         """Session ``session_id`` in the same store, opened as this one was (a fork's result)."""
         dsn = None if self._pool is not None else self._dsn
         return type(self)(
             session_id, dsn, table=self._table, pool=self._pool, timeout=self._timeout
+        )
+
+    def _start(self) -> float:
+        """A call's deadline, its attempts' marks cleared."""
+        self._broke_idle = self._timed_out = False
+        return time.monotonic() + self._timeout
+
+    def _again(self, exc: Exception, read: bool) -> bool:
+        """Whether an attempt that failed with ``exc`` is made once more (within the call's
+        deadline), having done what the next one needs."""
+        if isinstance(exc, self._psycopg.errors.UndefinedTable):
+            # Dropped since this process created them: create them again.
+            self._core.mark_ready(False)
+            return True
+        # A write may have committed before its connection broke. A read on a connection that
+        # died while idle (a server restart, a proxy's timeout) changed nothing: once more, on
+        # a fresh connection.
+        return (
+            isinstance(exc, self._psycopg.OperationalError)
+            and read
+            and self._broke_idle
+            and not self._timed_out
         )
 
     def _left(self, deadline: float) -> float:
@@ -78,8 +112,26 @@ class PostgresBase:
         return left
 
     def _connect_options(self, deadline: float) -> dict[str, Any]:
+        """How this instance's own connection is made: in autocommit mode, in the time left."""
         left = self._left(deadline)
-        return {} if self._fixed_connect_timeout else {"connect_timeout": max(2, math.ceil(left))}
+        if self._fixed_connect_timeout:
+            return {"autocommit": True}
+        return {"autocommit": True, "connect_timeout": max(2, math.ceil(left))}
+
+    @contextmanager
+    def _watch(self, conn: Any, deadline: float, *, reused: bool) -> Iterator[None]:
+        """Run the block with ``conn`` cut at ``deadline`` (see ``_drive``), and note what
+        happened: whether the deadline cut it (the caller then closes it), and whether, broken,
+        it had died while idle (it had served before, ``reused``, and is closed now)."""
+        entry = arm(conn, deadline)
+        try:
+            yield
+        except self._psycopg.OperationalError:
+            self._broke_idle = reused and conn.closed
+            raise
+        finally:
+            if disarm(entry):
+                self._timed_out = True
 
     def _error(self, exc: Exception) -> Exception:
         return translate(
@@ -118,6 +170,6 @@ def sets_connect_timeout(conninfo: str, psycopg: Any) -> bool:
     except psycopg.ProgrammingError:
         pass  # raised below, outside this handler: the driver's error can quote the password
     raise UserError(
-        f"invalid PostgreSQL DSN {redact(conninfo)!r}: expected a URL "
+        f"invalid PostgreSQL DSN {hide_password(conninfo)!r}: expected a URL "
         "(postgresql://user:password@host:5432/db) or key=value pairs (host=... dbname=...)"
     )

@@ -17,7 +17,9 @@ BEGIN and COMMIT cost two round trips more; nothing more is read.
 
 An operation is a generator (a *flow*, see ``_flow``) that yields :class:`Query` steps and
 receives their rows; the sync and async classes run each flow in one transaction: a single
-statement marked ``alone`` is its own transaction, several run between BEGIN and COMMIT.
+statement marked ``alone`` is its own transaction, several run between BEGIN and COMMIT. The
+appends that follow a named message, or read back, are built from ``append``, ``_append_read``
+and ``read`` by :class:`~aniki.sessions._flow_store.FlowCore`.
 """
 
 from __future__ import annotations
@@ -28,18 +30,11 @@ from typing import Any
 
 from ...errors import SchemaVersionError, StoreError, StoreUnavailableError, UserError
 from ...messages import Message
-from .._codec import (
-    SCHEMA_VERSION,
-    check_meta_key,
-    check_seconds,
-    check_session_id,
-    decode_message,
-    decode_meta,
-    encode_message,
-    encode_meta,
-)
+from .._args import check_meta_key, check_seconds, check_session_id
+from .._codec import SCHEMA_VERSION, decode_message, decode_meta, encode_message, encode_meta
+from .._flow_store import FlowCore
 from .._guard import admit, expected_mark
-from .._history_cache import HistoryCache, unfused
+from .._history_cache import HistoryCache
 from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
@@ -73,7 +68,7 @@ def check_timeout(timeout: object) -> float:
 _READY: set[tuple[str, str]] = set()
 
 
-class PostgresCore:
+class PostgresCore(FlowCore[Query]):
     """The state and pure logic of one PostgreSQL session: statements, cache, and flows."""
 
     def __init__(self, session_id: str, *, table: str, store: str, conninfo: str) -> None:
@@ -117,13 +112,13 @@ class PostgresCore:
 
     # --- operations ------------------------------------------------------------------
 
-    def append(self, messages: Sequence[Message], follows: str | None = None) -> Flow[bool]:
-        """Append ``messages``; with ``follows`` (an id, or ``''`` for none), only after the
+    def append(self, messages: Sequence[Message], after: str | None = None) -> Flow[bool]:
+        """Append ``messages``; with ``after`` (an id, or ``''`` for none), only after the
         message with that id, checked in the same statement: whether they were appended."""
         if not messages:
             return True
-        params = {"sid": self.id, "n": len(messages), **_batch(messages, follows)}
-        if follows is not None:
+        params = {"sid": self.id, "n": len(messages), **_batch(messages, after)}
+        if after is not None:
             statement = self._sql.append_after
         else:
             statement = self._sql.append_one if len(messages) == 1 else self._sql.append
@@ -140,55 +135,30 @@ class PostgresCore:
             cache.extend(messages, last)
         return True
 
-    def append_after(
-        self, messages: Sequence[Message], after: str | None, read: bool, limit: int | None
-    ) -> Flow[tuple[Message, ...] | None]:
-        """:meth:`append` (with ``read``, :meth:`append_then_read`) only after the message
-        whose id is ``after`` (``None``: none is stored): ``None`` when another is last;
-        without ``read``, ``messages``."""
-        follows = "" if after is None else after
-        if read and messages and (limit is None or limit > 0):
-            return (yield from self._append_read(messages, limit, follows))
-        if not (yield from self.append(messages, follows)):
-            return None
-        return (yield from self.read(limit)) if read else tuple(messages)
-
-    def append_then_read(
-        self, messages: Sequence[Message], limit: int | None
-    ) -> Flow[tuple[Message, ...]]:
-        """:meth:`append`, then :meth:`read`: one statement, unless another append committed
-        while this one waited for the session's row (then a second reads afresh)."""
-        plain = unfused(messages, limit, self.append, self.read)
-        if plain is not None:
-            return (yield from plain)
-        found = yield from self._append_read(messages, limit, None)
-        assert found is not None  # only an append after a named message is refused
-        return found
-
     def _append_read(
-        self, messages: Sequence[Message], limit: int | None, follows: str | None
+        self, messages: Sequence[Message], limit: int | None, after: str | None
     ) -> Flow[tuple[Message, ...] | None]:
-        """:meth:`append_then_read` of a batch and a limit it fuses; with ``follows``, as
-        :meth:`append` (``None`` when another message is last)."""
+        # One statement, unless another append committed while this one waited for the
+        # session's row: then a second reads afresh.
         cache = self._cache
         tail = limit if limit is not None and cache.generation is None else 0
         params = {
             "sid": self.id,
             "n": len(messages),
-            **_batch(messages, follows),
+            **_batch(messages, after),
             "gen": -1 if cache.generation is None else cache.generation,
             "after": cache.position,
             "limit": limit,
         }
         sql, one = self._sql, len(messages) == 1
-        if follows is not None:
+        if after is not None:
             statement = sql.append_tail_after if tail else sql.append_read_after
         elif tail:
             statement = sql.append_tail_one if one else sql.append_tail
         else:
             statement = sql.append_read_one if one else sql.append_read
         rows = yield Query(statement, params, alone=expected_mark(self) is None)
-        if not rows:  # only with follows: another message is last, nothing was written
+        if not rows:  # only with after: another message is last, nothing was written
             return None
         generation, count, last, generation_before, count_before = rows[0][:5]
         admit(self, generation)  # under a turn guard: refused, it rolls the append back

@@ -1,8 +1,9 @@
 """Running a PostgreSQL session's flow on one connection, sync or async, within a deadline.
 
-A flow (see ``_flow``) yields queries; these drivers run them. Statements marked
-``alone`` run as their own transactions on an autocommit connection (one round trip each);
-any other flow runs between BEGIN and COMMIT.
+A flow (see ``_flow``) yields queries; these drivers run them, on the loops of
+:mod:`aniki.sessions._driver`, answering each query with its rows. Statements marked ``alone``
+run as their own transactions on an autocommit connection (one round trip each); any other
+flow runs between BEGIN and COMMIT.
 
 psycopg waits for a reply without any limit: a server that hangs, or a network that stops
 delivering while the kernel still acknowledges what was sent, holds a call forever (server
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .. import _driver
 from ._flow import Flow, Query
 
 if TYPE_CHECKING:
@@ -50,43 +52,43 @@ def borrow_autocommit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
 def drive(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
     """Run ``flow`` on ``conn``; its result."""
     try:
-        step = next(flow)
+        first = next(flow)
     except StopIteration as done:
         return cast(T, done.value)
-    alone = step.alone and conn.autocommit
+    alone = first.alone and conn.autocommit
     with contextlib.nullcontext() if alone else conn.transaction(), conn.cursor() as cursor:
-        try:
-            while True:
-                _check_alone(alone, step)
-                cursor.execute(step.statement, step.params)
-                step = flow.send(cursor.fetchall() if cursor.rownumber is not None else [])
-        except StopIteration as done:
-            return cast(T, done.value)
 
+        def answer(step: Query) -> list[tuple[Any, ...]]:
+            _check_alone(alone, step)
+            cursor.execute(step.statement, step.params)
+            return cursor.fetchall() if cursor.rownumber is not None else []
 
-def _check_alone(alone: bool, step: Query) -> None:
-    if alone and not step.alone:
-        raise RuntimeError("a flow that began with a lone statement yielded one needing BEGIN")
+        return _driver.drive(flow, answer, answer(first))
 
 
 async def adrive(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
     """:func:`drive` on an async connection."""
     try:
-        step = next(flow)
+        first = next(flow)
     except StopIteration as done:
         return cast(T, done.value)
-    alone = step.alone and conn.autocommit
+    alone = first.alone and conn.autocommit
     async with (
         contextlib.nullcontext() if alone else conn.transaction(),
         conn.cursor() as cursor,
     ):
-        try:
-            while True:
-                _check_alone(alone, step)
-                await cursor.execute(step.statement, step.params)
-                step = flow.send(await cursor.fetchall() if cursor.rownumber is not None else [])
-        except StopIteration as done:
-            return cast(T, done.value)
+
+        async def answer(step: Query) -> list[tuple[Any, ...]]:
+            _check_alone(alone, step)
+            await cursor.execute(step.statement, step.params)
+            return await cursor.fetchall() if cursor.rownumber is not None else []
+
+        return await _driver.adrive(flow, answer, answer(first))
+
+
+def _check_alone(alone: bool, step: Query) -> None:
+    if alone and not step.alone:
+        raise RuntimeError("a flow that began with a lone statement yielded one needing BEGIN")
 
 
 class Alarm:

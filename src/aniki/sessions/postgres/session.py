@@ -10,22 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from ..._stamps import stamp, stamp_one
-from ...messages import Message, MessageLike, to_message
-from .._codec import check_limit, to_messages
+from ...messages import Message
 from .._edits import fork_target
+from .._flow_store import SyncFlowSession
 from .._pages import Page
-from ..base import SessionInfo
 from ._async_session import AsyncPostgresSession
-from ._base import DEFAULT_TABLE, PostgresBase, sets_connect_timeout
-from ._core import DEFAULT_TIMEOUT, Flow
-from ._drive import Alarm, arm, borrow_autocommit, disarm, drive
+from ._base import PostgresBase
+from ._core import Flow, PostgresCore
+from ._drive import borrow_autocommit, drive
 
 if TYPE_CHECKING:
     import psycopg
@@ -34,11 +30,10 @@ if TYPE_CHECKING:
 __all__ = ["AsyncPostgresSession", "PostgresSession"]
 
 T = TypeVar("T")
+_Pool: TypeAlias = "ConnectionPool[Any]"
 
-_sets_connect_timeout = sets_connect_timeout  # open_store's backend checks a DSN with it
 
-
-class PostgresSession(PostgresBase):
+class PostgresSession(PostgresBase[_Pool], SyncFlowSession[PostgresCore]):
     """A conversation stored in PostgreSQL, shared by every instance and process using the id.
 
     The tables are created on first use if absent. Each write is one transaction: a batch is
@@ -64,70 +59,15 @@ class PostgresSession(PostgresBase):
     :class:`~aniki.StoreUnavailableError`.
     """
 
+    blocking = True  # its calls wait on I/O: the run engine makes them in a worker thread
     _pool_class = "ConnectionPool"
-
-    def __init__(
-        self,
-        id: str,
-        dsn: str | None = None,
-        *,
-        table: str = DEFAULT_TABLE,
-        pool: ConnectionPool[Any] | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        super().__init__(id, dsn, table, pool, timeout)
-        self._conn: psycopg.Connection[Any] | None = None
-        self._lock = threading.Lock()
-
-    def add_message(self, message: MessageLike) -> None:
-        """Validate and append one message."""
-        batch = [stamp_one(to_message(message))]
-        self._run(lambda: self._core.append(batch))
-
-    def add_messages(self, messages: Iterable[MessageLike]) -> None:
-        """Validate all, then append all in one transaction."""
-        batch = stamp(to_messages(messages))
-        self._run(lambda: self._core.append(batch))
-
-    def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
-        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
-        checked = check_limit(limit)
-        return self._run(lambda: self._core.read(checked), read=True)
-
-    def _add_then_get(
-        self, messages: list[Message], limit: int | None = None
-    ) -> tuple[Message, ...]:
-        # add_messages then get_messages, usually in one statement (see aniki._run.session_io).
-        checked, batch = check_limit(limit), stamp(messages)
-        return self._run(lambda: self._core.append_then_read(batch, checked))
+    _conn: psycopg.Connection[Any] | None = None
+    """The connection this instance opened (without ``pool=``), once it has."""
 
     def _page(self, start: int, limit: int) -> Page:
         """Messages ``start`` to ``start + limit`` in one statement (see
         :func:`aniki.sessions._pages.read_page`); reads only those rows, caches nothing."""
         return self._run(lambda: self._core.page(start, limit), read=True)
-
-    def _add_after(
-        self,
-        messages: list[Message],
-        after: str | None,
-        *,
-        read: bool = False,
-        limit: int | None = None,
-    ) -> tuple[Message, ...] | None:
-        # add_messages (with read, then get_messages) in one statement, only after the
-        # message with the id `after` (aniki.sessions._chain.AppendsAfter); None, writing
-        # nothing, if another message is last.
-        checked, batch = check_limit(limit), stamp(messages)
-        return self._run(lambda: self._core.append_after(batch, after, read, checked))
-
-    def clear(self) -> None:
-        """Delete the history and the session's derived state."""
-        self._run(self._core.clear)
-
-    def _replace(self, messages: Iterable[MessageLike]) -> None:
-        # clear() then add_messages() in one transaction (used by `aniki sessions import`).
-        batch = stamp(to_messages(messages), keep=True)
-        self._run(lambda: self._core.replace(batch))
 
     def fork(self, new_id: str, *, upto: str | None = None) -> PostgresSession:
         """A new session ``new_id`` in this store holding a copy of this history.
@@ -166,27 +106,6 @@ class PostgresSession(PostgresBase):
         """
         return self._run(self._core.undo)
 
-    def get_meta(self, key: str) -> Any:
-        """The derived-state value stored under ``key`` (``None`` when absent)."""
-        return self._run(lambda: self._core.get_meta(key), read=True)
-
-    def set_meta(self, key: str, value: Any) -> None:
-        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
-        self._run(lambda: self._core.set_meta(key, value))
-
-    def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
-        """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
-
-        Atomic across processes (each try one statement). Values compare as JSON (same types
-        and values, any key order); ``expected=None`` means the key is absent, ``value=None``
-        deletes it.
-        """
-        return self._run(lambda: self._core.swap_meta(key, expected, value))
-
-    def list_sessions(self) -> list[SessionInfo]:
-        """Every session holding messages in this table, most recently updated first."""
-        return self._run(self._core.list_sessions, read=True)
-
     def close(self) -> None:
         """Close this instance's connection (a passed ``pool=`` stays open)."""
         with self._lock:
@@ -194,31 +113,16 @@ class PostgresSession(PostgresBase):
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> PostgresSession:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def _run(self, make_flow: Callable[[], Flow[T]], *, read: bool = False) -> T:
+    def _run(self, make: Callable[[], Flow[T]], *, read: bool = False) -> T:
         with self._lock:
-            deadline = time.monotonic() + self._timeout
-            self._broke_idle = self._timed_out = False
+            deadline = self._start()
             try:
                 try:
-                    return self._attempt(make_flow(), deadline)
-                except self._psycopg.errors.UndefinedTable:
-                    # Dropped since this process created them: create them again, once.
-                    self._core.mark_ready(False)
-                    return self._attempt(make_flow(), deadline)
-                except self._psycopg.OperationalError:
-                    if not (read and self._broke_idle) or self._timed_out:
-                        raise  # a write may have committed before the connection broke
-                    # A read on a connection that died while idle (a server restart, a
-                    # proxy's timeout) changed nothing: once more, on a fresh connection.
-                    return self._attempt(make_flow(), deadline)
+                    return self._attempt(make(), deadline)
+                except self._psycopg.Error as exc:
+                    if not self._again(exc, read):
+                        raise
+                return self._attempt(make(), deadline)
             except self._psycopg.Error as exc:
                 raise self._error(exc) from exc
 
@@ -231,44 +135,43 @@ class PostgresSession(PostgresBase):
 
     @contextmanager
     def _connection(self, deadline: float) -> Iterator[psycopg.Connection[Any]]:
-        if self._pool is not None:
-            with self._pool.connection(timeout=self._left(deadline)) as pooled:
-                borrow = borrow_autocommit(pooled)
-                if borrow:
-                    pooled.autocommit = True
-                try:
-                    with self._alarm(pooled, deadline):
-                        yield pooled
-                except self._psycopg.OperationalError:
-                    self._broke_idle = pooled.closed  # the pool drops it and lends another
-                    raise
-                finally:
-                    if borrow and not pooled.closed:
-                        with contextlib.suppress(self._psycopg.Error):
-                            pooled.autocommit = False
-            return
-        reused = self._conn is not None and not self._conn.closed
+        """A connection for one attempt, cut at ``deadline`` (then closed)."""
+        reused = self._pool is not None or (self._conn is not None and not self._conn.closed)
+        with self._own(deadline) if self._pool is None else self._lent(deadline) as conn:
+            try:
+                with self._watch(conn, deadline, reused=reused):
+                    yield conn
+            finally:
+                if self._timed_out:
+                    conn.close()  # its socket is shut: a pool must not lend it again
+
+    @contextmanager
+    def _lent(self, deadline: float) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the pool, in autocommit mode while this instance holds it."""
+        assert self._pool is not None
+        with self._pool.connection(timeout=self._left(deadline)) as pooled:
+            borrow = borrow_autocommit(pooled)
+            if borrow:
+                pooled.autocommit = True
+            try:
+                yield pooled  # broken, the pool drops it and lends another
+            finally:
+                if borrow and not pooled.closed:
+                    with contextlib.suppress(self._psycopg.Error):
+                        pooled.autocommit = False
+
+    @contextmanager
+    def _own(self, deadline: float) -> Iterator[psycopg.Connection[Any]]:
+        """This instance's connection, made when it has none open."""
         if self._conn is None or self._conn.closed:
-            self._conn = self._psycopg.connect(
-                self._dsn, autocommit=True, **self._connect_options(deadline)
-            )
+            self._conn = self._psycopg.connect(self._dsn, **self._connect_options(deadline))
         conn = self._conn
         try:
-            with self._alarm(conn, deadline):
-                yield conn
+            yield conn
         except self._psycopg.OperationalError:
-            self._broke_idle = reused and conn.closed
             conn.close()  # broken or not: the next call starts from a fresh connection
             self._conn = None
             raise
 
-    @contextmanager
-    def _alarm(self, conn: psycopg.Connection[Any], deadline: float) -> Iterator[None]:
-        """Run the block with ``conn`` cut at ``deadline``; a cut connection is closed."""
-        entry: Alarm = arm(conn, deadline)
-        try:
-            yield
-        finally:
-            if disarm(entry):
-                self._timed_out = True
-                conn.close()  # its socket is shut: a pool must not lend it again
+    def _new_lock(self) -> threading.Lock:
+        return threading.Lock()

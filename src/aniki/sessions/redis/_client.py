@@ -9,8 +9,9 @@ import inspect
 import weakref
 from typing import Any
 
+from ..._secrets import hide_password, url_problem
 from ...errors import CorruptStoreError, StoreError, StoreUnavailableError, UserError
-from .._codec import check_seconds, redact, url_problem
+from .._args import check_seconds
 
 __all__ = [
     "BOUNDS",
@@ -89,7 +90,7 @@ def client_from_url(
     # The parser's own message is not repeated: it can hold part of a password.
     problem = url_problem(url) or "the Redis client cannot parse it"
     raise UserError(
-        f"invalid Redis URL {redact(url)!r}: {problem}; "
+        f"invalid Redis URL {hide_password(url)!r}: {problem}; "
         "expected redis://[[user]:password@]host[:port][/db]"
     )
 
@@ -130,7 +131,7 @@ def _check_options(url: str, connection_class: type) -> None:
     unknown = sorted(names - known)
     if unknown:
         raise UserError(
-            f"unknown option(s) {unknown} in the Redis URL {redact(url)!r}; options the "
+            f"unknown option(s) {unknown} in the Redis URL {hide_password(url)!r}; options the "
             "client takes include db, socket_timeout, socket_connect_timeout, "
             "health_check_interval, max_connections, client_name"
         )
@@ -179,12 +180,12 @@ def check_url(url: object) -> str:
     problem = url_problem(url)  # in its own words: a parser's message can quote the password
     if problem is not None:
         raise UserError(
-            f"invalid Redis URL {redact(url)!r}: {problem}; "
+            f"invalid Redis URL {hide_password(url)!r}: {problem}; "
             "expected redis://[[user]:password@]host[:port][/db]"
         )
     if not url.startswith(_SCHEMES):
         raise UserError(
-            f"invalid Redis URL {redact(url)!r}: expected redis://[[user]:password@]host"
+            f"invalid Redis URL {hide_password(url)!r}: expected redis://[[user]:password@]host"
             "[:port][/db] (rediss:// for TLS, unix:///path/to/redis.sock)"
         )
     return url
@@ -195,7 +196,7 @@ def describe(url: str | None, prefix: str, client: Any) -> str:
     if url is None:
         kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
         url = f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-    return f"{redact(url)} (prefix {prefix!r})"
+    return f"{hide_password(url)} (prefix {prefix!r})"
 
 
 def import_redis() -> Any:

@@ -21,8 +21,10 @@ it read it under; the read script returns only the messages past the cached coun
 still matches, and the whole list when another process cleared (or undid a turn of) the session
 in between. ``fork`` and ``undo`` are in ``_edits``.
 
-An operation is a generator (a *flow*) that yields :class:`Eval` or :class:`Pipeline` steps and
-receives their replies; the sync and async classes only run the steps.
+An operation is a generator (a *flow*, see :mod:`aniki.sessions._driver`) that yields
+:class:`Eval` or :class:`Pipeline` steps and receives their replies; the sync and async classes
+only run the steps. The appends that follow a named message, or read back, are built from
+``append``, ``_append_read`` and ``read`` by :class:`~aniki.sessions._flow_store.FlowCore`.
 """
 
 from __future__ import annotations
@@ -31,23 +33,18 @@ import math
 import os
 import re
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from ...errors import CorruptStoreError, SchemaVersionError, UserError
 from ...messages import Message
-from .._codec import (
-    SCHEMA_VERSION,
-    check_meta_key,
-    check_session_id,
-    decode_message,
-    decode_meta,
-    encode_message,
-    encode_meta,
-)
-from .._history_cache import HistoryCache, unfused
+from .. import _driver
+from .._args import check_meta_key, check_session_id
+from .._codec import SCHEMA_VERSION, decode_message, decode_meta, encode_message, encode_meta
+from .._flow_store import FlowCore
+from .._history_cache import HistoryCache
 from ..base import SessionInfo
 from ..memory import meta_json
 from . import _scripts as scripts
@@ -95,7 +92,7 @@ class Pipeline:
     """Each command with its arguments."""
 
 
-Flow = Generator["Eval | Pipeline", Any, T]
+Flow = _driver.Flow[Eval | Pipeline, T]
 """An operation: yields steps, receives each step's reply, returns the result."""
 
 _GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
@@ -127,7 +124,7 @@ def _ttl_ms(ttl: object) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
-class RedisCore:
+class RedisCore(FlowCore[Eval | Pipeline]):
     """The state and pure logic of one Redis session: keys, cache, and the flow of each call."""
 
     def __init__(self, session_id: str, *, store: str, prefix: str, ttl: object) -> None:
@@ -169,35 +166,9 @@ class RedisCore:
             cache.extend(messages, count)
         return True
 
-    def append_after(
-        self, messages: Sequence[Message], after: str | None, read: bool, limit: int | None
-    ) -> Flow[tuple[Message, ...] | None]:
-        """:meth:`append` (with ``read``, :meth:`append_then_read`) only after the message
-        whose id is ``after`` (``None``: none is stored): ``None`` when another is last;
-        without ``read``, ``messages``."""
-        mark = "" if after is None else after
-        if read and messages and (limit is None or limit > 0):
-            return (yield from self._append_read(messages, limit, mark))
-        if not (yield from self.append(messages, mark)):
-            return None
-        return (yield from self.read(limit)) if read else tuple(messages)
-
-    def append_then_read(
-        self, messages: Sequence[Message], limit: int | None
-    ) -> Flow[tuple[Message, ...]]:
-        """:meth:`append`, then :meth:`read`, in one script."""
-        plain = unfused(messages, limit, self.append, self.read)
-        if plain is not None:
-            return (yield from plain)
-        found = yield from self._append_read(messages, limit, None)
-        assert found is not None  # only an append after a named message is refused
-        return found
-
     def _append_read(
         self, messages: Sequence[Message], limit: int | None, after: str | None
     ) -> Flow[tuple[Message, ...] | None]:
-        """:meth:`append_then_read` of a batch and a limit it fuses; with ``after``, as
-        :meth:`append` (``None`` when another message is last)."""
         cache = self.cache
         tail = limit if limit is not None and cache.generation is None else 0
         between: tuple[str | int, ...] = (cache.generation or "", cache.position, tail)

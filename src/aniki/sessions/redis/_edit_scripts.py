@@ -87,48 +87,42 @@ end
 # source (through the message ARGV[5] names) into the empty target, in one step. Returns {0,
 # the source's gen, how many records were copied}, {1} for a resend, or a refusal.
 FORK = Script.of(
-    _RECORDS
-    + _FORK_HALVES
-    + """
-local refused = check_all() or vacant(5)
-if refused then return refused end
+    """
 local records, meta = snapshot(1)
 if not records then return meta end
 fill(5, records, meta)
 return {0, redis.call('HGET', KEYS[2], 'gen') or '', #records}
-"""
+""",
+    helpers=_RECORDS + _FORK_HALVES,
+    refuse="check_all() or vacant(5)",
 )
 
 # KEYS: the source's four. ARGV: as FORK's. The first step of a fork across slots: {0, the
 # source's gen, its records through ARGV[5], its meta pairs but the skipped}, or a refusal.
 FORK_SOURCE = Script.of(
-    _RECORDS
-    + _FORK_HALVES
-    + """
-local refused = check_all()
-if refused then return refused end
+    """
 local records, meta = snapshot(1)
 if not records then return meta end
 return {0, redis.call('HGET', KEYS[2], 'gen') or '', records, meta}
-"""
+""",
+    helpers=_RECORDS + _FORK_HALVES,
+    refuse="check_all()",
 )
 
 # KEYS: the target's four. ARGV: version, token, now, ttl ms, the number of meta texts (pairs
 # times two), the meta texts, then the records. The second step: {0}, {1} for a resend, or a
 # refusal ({-5}: the target holds messages by now).
 FORK_TARGET = Script.of(
-    _RECORDS
-    + _FORK_HALVES
-    + """
-local refused = check_all() or vacant(1)
-if refused then return refused end
+    """
 local split = 6 + tonumber(ARGV[5])
 local meta, records = {}, {}
 for j = 6, split - 1 do meta[#meta + 1] = ARGV[j] end
 for j = split, #ARGV do records[#records + 1] = ARGV[j] end
 fill(1, records, meta)
 return {0}
-"""
+""",
+    helpers=_RECORDS + _FORK_HALVES,
+    refuse="check_all() or vacant(1)",
 )
 
 # ARGV: version, token (unique to this call), now (whole milliseconds), ttl ms. Removes the
@@ -137,10 +131,7 @@ return {0}
 # The token joins the batch tokens: a resend of an undo applied before returns {1} instead of
 # removing another turn. With no user message, nothing changes: {0, {}, gen, length, gen}.
 UNDO = Script.of(
-    _RECORDS
-    + """
-local refused = check_all()
-if refused then return refused end
+    """
 if redis.call('ZSCORE', KEYS[4], ARGV[2]) then return {1} end
 local gen = redis.call('HGET', KEYS[2], 'gen') or ''
 local count = redis.call('LLEN', KEYS[1])
@@ -161,5 +152,7 @@ redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
 redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -33)
 refresh(tonumber(ARGV[4]))
 return {0, removed, gen, count, ARGV[2]}
-"""
+""",
+    helpers=_RECORDS,
+    refuse="check_all()",
 )

@@ -37,8 +37,12 @@ class Script:
     """Its SHA-1 digest, as EVALSHA wants it."""
 
     @classmethod
-    def of(cls, body: str) -> Script:
-        source = _PRELUDE + body
+    def of(cls, body: str, *, helpers: str = "", refuse: str = "") -> Script:
+        """The script running ``body`` after the prelude and ``helpers``; with ``refuse`` (a
+        Lua expression giving a refusal or nil, such as ``check_all()``), returning its
+        refusal before the body runs."""
+        check = f"local refused = {refuse}\nif refused then return refused end\n" if refuse else ""
+        source = _PRELUDE + helpers + check + body
         return cls(source, hashlib.sha1(source.encode()).hexdigest())
 
 
@@ -202,61 +206,59 @@ if failed(records) then return refuse(1, records) end
 return {0, records}
 """)
 
-CLEAR = Script.of("""
-local refused = check_all()
-if refused then return refused end
+CLEAR = Script.of(
+    """
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return {0}
-""")
+""",
+    refuse="check_all()",
+)
 
 # ARGV: as APPEND's. Deletes the session, then appends the records (at least one) as a new
 # session: whole or not at all, like every script.
 REPLACE = Script.of(
-    _APPEND_BATCH
-    + """
-local refused = check_all()
-if refused then return refused end
+    """
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 local failed_append, count, gen = append(6)
 if failed_append then return failed_append end
 return {0, count, gen}
-"""
+""",
+    helpers=_APPEND_BATCH,
+    refuse="check_all()",
 )
 
 # ARGV: version, key. JSON text is never empty, so '' means "absent".
-GET_META = Script.of("""
-local refused = check_all()
-if refused then return refused end
-return {0, redis.call('HGET', KEYS[3], ARGV[2]) or ''}
-""")
+GET_META = Script.of(
+    "return {0, redis.call('HGET', KEYS[3], ARGV[2]) or ''}\n", refuse="check_all()"
+)
+
+# Writes the meta `field` ('' as `value` deletes it), then refreshes the ttl (ARGV[2], ms).
+_PUT_META = """
+local function put_meta(field, value)
+  if value == '' then
+    redis.call('HDEL', KEYS[3], field)
+  else
+    redis.call('HSET', KEYS[2], 'v', ARGV[1])
+    redis.call('HSET', KEYS[3], field, value)
+  end
+  refresh(tonumber(ARGV[2]))
+end
+"""
 
 # ARGV: version, ttl ms, key, value ('' deletes).
-SET_META = Script.of("""
-local refused = check_all()
-if refused then return refused end
-if ARGV[4] == '' then
-  redis.call('HDEL', KEYS[3], ARGV[3])
-else
-  redis.call('HSET', KEYS[2], 'v', ARGV[1])
-  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
-end
-refresh(tonumber(ARGV[2]))
-return {0}
-""")
+SET_META = Script.of(
+    "put_meta(ARGV[3], ARGV[4])\nreturn {0}\n", helpers=_PUT_META, refuse="check_all()"
+)
 
 # ARGV: version, ttl ms, key, expected text ('' means absent), value ('' deletes). Sets the
 # value only if the stored text is exactly the expected one: {0, 1}; else {0, 0, stored text}.
-SWAP_META = Script.of("""
-local refused = check_all()
-if refused then return refused end
+SWAP_META = Script.of(
+    """
 local stored = redis.call('HGET', KEYS[3], ARGV[3]) or ''
 if stored ~= ARGV[4] then return {0, 0, stored} end
-if ARGV[5] == '' then
-  redis.call('HDEL', KEYS[3], ARGV[3])
-else
-  redis.call('HSET', KEYS[2], 'v', ARGV[1])
-  redis.call('HSET', KEYS[3], ARGV[3], ARGV[5])
-end
-refresh(tonumber(ARGV[2]))
+put_meta(ARGV[3], ARGV[5])
 return {0, 1}
-""")
+""",
+    helpers=_PUT_META,
+    refuse="check_all()",
+)

@@ -3,49 +3,37 @@ in ``aio``).
 
 Needs the ``redis`` extra: ``pip install 'aniki-sdk[redis]'``. The key layout, the Lua scripts
 and the incremental-read cache are shared by both classes and live in ``_core``, ``_scripts``
-and ``_edits``; the client comes from ``_client``. This module only runs the steps against it.
+and ``_edits``; the constructor in ``_base``; the client comes from ``_client``. This module
+only runs the steps against it (with :func:`aniki.sessions._driver.drive`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from datetime import timedelta
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..._stamps import stamp, stamp_one
-from ...messages import Message, MessageLike, to_message
-from .._codec import check_limit, to_messages
+from ...messages import Message
+from .._driver import drive
 from .._edits import fork_target
+from .._flow_store import SyncFlowSession
 from .._pages import Page
-from ..base import SessionInfo
 from . import _edits as edits
 from . import _pages as pages
-from ._client import (
-    DEFAULT_URL,
-    client_from_url,
-    describe,
-    import_redis,
-    settings,
-    sibling_options,
-    translate,
-)
-from ._core import Eval, Flow, RedisCore
+from ._base import RedisBase, SyncClient
+from ._client import client_from_url, translate
+from ._core import Eval, Flow, Pipeline, RedisCore
 from .aio import AsyncRedisSession
 
 if TYPE_CHECKING:
     import redis
-    import redis.asyncio
 
 __all__ = ["AsyncRedisSession", "RedisSession"]
 
 T = TypeVar("T")
 
-_client_from_url = client_from_url  # the name SessionStore builds its shared clients by
 
-
-class RedisSession:
+class RedisSession(RedisBase[SyncClient], SyncFlowSession[RedisCore]):
     """A conversation stored in Redis, shared by every instance and process using the same id.
 
     Every write is one atomic Lua script: a batch is stored whole or not at all. With ``ttl``
@@ -69,82 +57,12 @@ class RedisSession:
     timeouts and retries apply).
     """
 
-    def __init__(
-        self,
-        id: str,
-        url: str = DEFAULT_URL,
-        *,
-        ttl: float | timedelta | None = None,
-        prefix: str = "aniki:",
-        client: redis.Redis | redis.RedisCluster | None = None,
-        timeout: float | None = None,
-    ) -> None:
-        module = import_redis()
-        checked, seconds, self._timeout = settings(
-            url, timeout, client, (module.Redis, module.RedisCluster)
-        )
-        store = describe(checked, prefix, client)
-        self._core = RedisCore(id, store=store, prefix=prefix, ttl=ttl)
-        self._owns_client = client is None
-        self._client: redis.Redis = cast(
-            "redis.Redis",
-            client_from_url(url, module, module.retry.Retry, seconds) if client is None else client,
-        )
-        self._errors: type[Exception] = module.RedisError
-        self._no_script: type[Exception] = module.exceptions.NoScriptError
-        self._lock = threading.Lock()
-        self._split = isinstance(client, module.RedisCluster)  # a fork spans two slots there
-        self._options = sibling_options(url, ttl, prefix, client, timeout)
-
-    @property
-    def id(self) -> str:
-        """The conversation's id."""
-        return self._core.id
-
-    def add_message(self, message: MessageLike) -> None:
-        """Validate and append one message."""
-        self._run(self._core.append([stamp_one(to_message(message))]))
-
-    def add_messages(self, messages: Iterable[MessageLike]) -> None:
-        """Validate all, then append all atomically: other readers see all or none."""
-        self._run(self._core.append(stamp(to_messages(messages))))
-
-    def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
-        """The history, oldest first; with ``limit``, only the most recent ``limit``."""
-        return self._run(self._core.read(check_limit(limit)))
-
-    def _add_then_get(
-        self, messages: list[Message], limit: int | None = None
-    ) -> tuple[Message, ...]:
-        # add_messages then get_messages in one round trip (see aniki._run.session_io).
-        return self._run(self._core.append_then_read(stamp(messages), check_limit(limit)))
+    blocking = True  # its calls wait on I/O: the run engine makes them in a worker thread
 
     def _page(self, start: int, limit: int) -> Page:
         """Messages ``start`` to ``start + limit`` in one script (see
         :func:`aniki.sessions._pages.read_page`); reads only those records, caches nothing."""
-        return self._run(pages.page(self._core, start, limit))
-
-    def _add_after(
-        self,
-        messages: list[Message],
-        after: str | None,
-        *,
-        read: bool = False,
-        limit: int | None = None,
-    ) -> tuple[Message, ...] | None:
-        # add_messages (with read, then get_messages) in one script, only after the message
-        # with the id `after` (aniki.sessions._chain.AppendsAfter); None, writing nothing, if
-        # another message is last.
-        flow = self._core.append_after(stamp(messages), after, read, check_limit(limit))
-        return self._run(flow)
-
-    def clear(self) -> None:
-        """Delete the history and the session's derived state."""
-        self._run(self._core.clear())
-
-    def _replace(self, messages: Iterable[MessageLike]) -> None:
-        # clear() then add_messages() in one script (used by `aniki sessions import`).
-        self._run(self._core.replace(stamp(to_messages(messages), keep=True)))
+        return self._run(lambda: pages.page(self._core, start, limit))
 
     def fork(self, new_id: str, *, upto: str | None = None) -> RedisSession:
         """A new session ``new_id`` under this prefix holding a copy of this history through
@@ -165,7 +83,7 @@ class RedisSession:
         """
         child = type(self)(fork_target(self.id, new_id), **self._options)
         try:
-            self._run(edits.fork(self._core, child._core, upto, split=self._split))
+            self._run(lambda: edits.fork(self._core, child._core, upto, split=self._split))
         except BaseException:
             child.close()
             raise
@@ -181,56 +99,21 @@ class RedisSession:
         Derived state is kept: the policies check it against the history. If the connection
         breaks and the client resends the call, the turn is still removed once.
         """
-        return self._run(edits.undo(self._core))
-
-    def get_meta(self, key: str) -> Any:
-        """The derived-state value stored under ``key`` (``None`` when absent)."""
-        return self._run(self._core.get_meta(key))
-
-    def set_meta(self, key: str, value: Any) -> None:
-        """Store derived state (a JSON-safe value) beside the history; ``None`` deletes."""
-        self._run(self._core.set_meta(key, value))
-
-    def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
-        """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
-
-        Atomic across clients (a script). Values compare as JSON (same types and values, any
-        key order); ``expected=None`` means the key is absent, ``value=None`` deletes it.
-        """
-        return self._run(self._core.swap_meta(key, expected, value))
-
-    def list_sessions(self) -> list[SessionInfo]:
-        """Sessions holding messages (this URL and prefix), most recently updated first."""
-        return self._run(self._core.list_sessions())
+        return self._run(lambda: edits.undo(self._core))
 
     def close(self) -> None:
         """Close the connections this instance opened (a passed ``client=`` stays open)."""
         if self._owns_client:
             self._client.close()
 
-    def __enter__(self) -> RedisSession:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"RedisSession(id={self.id!r}, store={self._core.store!r})"
-
-    def _run(self, flow: Flow[T]) -> T:
+    def _run(self, make: Callable[[], Flow[T]], *, read: bool = False) -> T:
         with self._lock:
             try:
-                step = next(flow)
-                while True:
-                    step = flow.send(self._execute(step))
-            except StopIteration as done:
-                return cast(T, done.value)
+                return drive(make(), self._execute)
             except self._errors as exc:
                 raise translate(exc, self._core.store, self._timeout) from exc
 
-    def _execute(self, step: Any) -> Any:
+    def _execute(self, step: Eval | Pipeline) -> Any:
         client = self._client
         if isinstance(step, Eval):
             try:
@@ -239,5 +122,19 @@ class RedisSession:
                 return client.eval(step.script.source, len(step.keys), *step.keys, *step.args)
         pipe = client.pipeline(transaction=False)
         for command in step.commands:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+            pipe.execute_command(*command)
         return pipe.execute()
+
+    def _client_kinds(self) -> tuple[type, type]:
+        import redis
+
+        return redis.Redis, redis.RedisCluster
+
+    def _new_client(self) -> redis.Redis:
+        import redis.retry
+
+        client: redis.Redis = client_from_url(self._url, redis, redis.retry.Retry, self._seconds)
+        return client
+
+    def _new_lock(self) -> threading.Lock:
+        return threading.Lock()

@@ -23,11 +23,11 @@ from ...messages import Message
 from .._codec import decode_message
 from .._edits import FORK_SKIPPED_META, forked_count, taken
 from .._guard import admit, in_force
-from ._db import _APPEND, BLOCK, Database
+from ._db import Database
+from ._sql import APPEND, BLOCK, SESSION, appended
 
 __all__ = ["append_after", "append_rows", "fork_rows", "undo_rows"]
 
-_SESSION = "SELECT number, generation FROM aniki_sessions WHERE id = ?"
 _GENERATION = "SELECT generation FROM aniki_sessions WHERE number = ?"
 _ROWS = "SELECT key, body, created_at FROM aniki_messages WHERE key > ? AND key < ? ORDER BY key"
 _NEWEST_FIRST = "SELECT key, body FROM aniki_messages WHERE key > ? AND key < ? ORDER BY key DESC"
@@ -43,7 +43,7 @@ _COPY_META = (
 def fork_rows(db: Database, session_id: str, new_id: str, upto: str | None) -> None:
     """Copy session ``session_id`` (through message ``upto``) and its meta to ``new_id``."""
     with db.transaction(write=True) as conn:
-        row = conn.execute(_SESSION, (session_id,)).fetchone()
+        row = conn.execute(SESSION, (session_id,)).fetchone()
         rows: list[tuple[int, str, float]] = []
         if row is not None:
             low = _number(db, row) * BLOCK
@@ -52,7 +52,7 @@ def fork_rows(db: Database, session_id: str, new_id: str, upto: str | None) -> N
             messages = [_decoded(db, body) for _, body, _ in rows]
             rows = rows[: forked_count(messages, upto, session_id)]
         conn.execute("INSERT OR IGNORE INTO aniki_sessions (id) VALUES (?)", (new_id,))
-        target = _number(db, conn.execute(_SESSION, (new_id,)).fetchone()) * BLOCK
+        target = _number(db, conn.execute(SESSION, (new_id,)).fetchone()) * BLOCK
         if conn.execute(_ANY, (target, target + BLOCK)).fetchone() is not None:
             raise taken(new_id)
         conn.execute("DELETE FROM aniki_session_meta WHERE session_id = ?", (new_id,))
@@ -68,7 +68,7 @@ def fork_rows(db: Database, session_id: str, new_id: str, upto: str | None) -> N
 def undo_rows(db: Database, session_id: str) -> list[Message]:
     """Delete session ``session_id``'s last turn, bumping its generation; what was deleted."""
     with db.transaction(write=True) as conn:
-        row = conn.execute(_SESSION, (session_id,)).fetchone()
+        row = conn.execute(SESSION, (session_id,)).fetchone()
         if row is None:
             return []
         number = _number(db, row)
@@ -103,7 +103,7 @@ def append_after(
         if found != after:
             return False
         _admit(conn, db, number)  # a turn guard's mark is taken by a write that is made
-        conn.executemany(_APPEND, [(low, low + BLOCK, body, now) for body in bodies])
+        conn.executemany(APPEND, appended(number, bodies, now))
         return True
 
 
@@ -112,15 +112,11 @@ def append_rows(db: Database, number: int, bodies: list[str]) -> None:
     one message); under a turn guard, checked against the session's generation first."""
     now = time.time()
     if not in_force():
-        if len(bodies) == 1:
-            db.append_one(number, bodies[0], now)
-        else:
-            db.append(number, bodies, now)
+        db.append(number, bodies, now)
         return
-    low = number * BLOCK
     with db.transaction(write=True) as conn:
         _admit(conn, db, number)
-        conn.executemany(_APPEND, [(low, low + BLOCK, body, now) for body in bodies])
+        conn.executemany(APPEND, appended(number, bodies, now))
 
 
 def _admit(conn: sqlite3.Connection, db: Database, number: int) -> None:

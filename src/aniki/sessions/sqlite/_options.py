@@ -1,5 +1,6 @@
-"""What a SQLite store's options must be: the database path and the lock wait, checked
-when a session or store is made, so that a bad one raises :class:`~aniki.UserError` at once."""
+"""What a SQLite store's options must be: the database path, the durability and the lock
+wait, checked when a session or store is made, so that a bad one raises
+:class:`~aniki.UserError` at once."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import os
 from pathlib import Path
 
 from ...errors import UserError
-from .._codec import check_path, check_seconds
+from .._args import Durability, check_durability, check_path, check_seconds
+from .._local_file import DEFAULT_TIMEOUT
 
-__all__ = ["MAX_TIMEOUT", "absolute_path", "check_timeout"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "absolute_path", "check_timeout", "checked_options"]
 
 
 def absolute_path(path: str | os.PathLike[str]) -> Path:
@@ -50,3 +52,10 @@ def check_timeout(timeout: object) -> float:
     return check_seconds(
         timeout, name="timeout", waits_for="another process's write", most=MAX_TIMEOUT, zero=True
     )
+
+
+def checked_options(
+    *, durability: Durability = "normal", timeout: float = DEFAULT_TIMEOUT
+) -> tuple[Durability, float]:
+    """The durability and the lock wait, checked."""
+    return check_durability(durability), check_timeout(timeout)

@@ -16,7 +16,8 @@ import sqlite3
 from ...errors import CorruptStoreError
 from .._codec import decode_message
 from .._pages import Page, window
-from ._db import BLOCK, Database
+from ._db import Database
+from ._sql import BLOCK
 
 __all__ = ["read_page"]
 

@@ -12,8 +12,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ...messages import Message, MessageLike
-from .._codec import Durability, to_messages
+from typing_extensions import Unpack
+
+from ...messages import Message, MessageLike, to_messages
+from .._args import Durability
+from .._local_file import LocalOptions
 from .._offload import Offloaded
 from .session import SQLiteSession
 
@@ -47,23 +50,23 @@ class AsyncSQLiteSession(Offloaded[SQLiteSession]):
     raises :class:`~aniki.UserError` at once.
     """
 
+    blocking = False  # awaited on the event loop
+
     def __init__(
-        self,
-        id: str,
-        path: str | os.PathLike[str] = "aniki.db",
-        *,
-        durability: Durability = "normal",
-        timeout: float = 5.0,
+        self, id: str, path: str | os.PathLike[str] = "aniki.db", **options: Unpack[LocalOptions]
     ) -> None:
-        sync = SQLiteSession(id, path, durability=durability, timeout=timeout)
+        sync = SQLiteSession(id, path, **options)
         super().__init__(
-            sync, lane=("sqlite", str(sync.path)), timeout=timeout, store=f"sqlite:///{sync.path}"
+            sync,
+            lane=("sqlite", str(sync.path)),
+            timeout=sync._options["timeout"],
+            store=f"sqlite:///{sync.path}",
         )
 
     @classmethod
     def _of(cls, sync: SQLiteSession) -> AsyncSQLiteSession:
         # The twin of a session already made (open_session builds the sync one from a URL).
-        return cls(sync.id, sync.path, durability=sync.durability, timeout=sync._timeout)
+        return cls(sync.id, sync.path, **sync._options)
 
     @property
     def path(self) -> Path:

@@ -22,10 +22,15 @@ Threads: every call is serialised by one lock per file and process, so a session
 many sessions of one file) may be used from several threads. Calls block; they are short
 (a commit), so calling them from an event loop, as the Runner does, is fine.
 
-Speed: each instance keeps the messages it has read, the last sequence number seen and the
-session's generation (bumped by :meth:`SQLiteSession.clear`). ``get_messages()`` fetches only
-rows after that sequence number, so a turn costs O(new messages) however long the history,
-and still sees what other instances and processes appended or cleared.
+Speed: each instance keeps the messages it has read in a
+:class:`~aniki.sessions._history_cache.HistoryCache` (the position: the last key read; the
+generation: the session's, bumped by :meth:`SQLiteSession.clear` and ``undo``).
+``get_messages()`` fetches only rows after that key, so a turn costs O(new messages) however
+long the history, and still sees what other instances and processes appended or cleared.
+The messages an instance wrote are read back without decoding.
+
+:class:`~aniki.sessions.SQLiteStore`, the file seen as a whole, is in
+:mod:`aniki.sessions.sqlite.store`.
 """
 
 from __future__ import annotations
@@ -34,36 +39,26 @@ import os
 import time
 from collections.abc import Iterable
 from contextlib import nullcontext
-from datetime import datetime, timezone
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from ..._stamps import stamp, stamp_one
 from ...errors import CorruptStoreError
-from ...messages import Message, MessageLike, to_message
-from .._codec import (
-    Durability,
-    check_durability,
-    check_limit,
-    check_meta_key,
-    check_session_id,
-    decode_message,
-    decode_meta,
-    encode_message,
-    encode_meta,
-    to_messages,
-)
+from ...messages import Message, MessageLike, to_message, to_messages
+from .._args import Durability, check_limit, check_meta_key, check_session_id
+from .._closing import Closing
+from .._codec import decode_message, decode_meta, encode_message, encode_meta
 from .._edits import fork_target
+from .._history_cache import HistoryCache
+from .._local_file import LocalOptions
 from .._pages import Page
-from ..base import SessionInfo
 from ..memory import meta_json
 from ._db import Database, database_for
 from ._edits import append_after, append_rows, fork_rows, undo_rows
-from ._options import absolute_path, check_timeout
+from ._options import DEFAULT_TIMEOUT, absolute_path, checked_options
 from ._pages import read_page
 
-__all__ = ["SQLiteSession", "SQLiteStore"]
+__all__ = ["SQLiteSession"]
 
 _OWN_LIMIT = 4096
 
@@ -76,7 +71,7 @@ def _decode_meta(db: Database, text: str) -> Any:
         raise
 
 
-class SQLiteSession:
+class SQLiteSession(Closing):
     """A conversation stored in a SQLite file; same id and file means the same history.
 
     Example::
@@ -96,23 +91,21 @@ class SQLiteSession:
     not on first use.
     """
 
+    blocking = True  # its calls wait on I/O: the run engine makes them in a worker thread
+
     def __init__(
         self,
         id: str,
         path: str | os.PathLike[str] = "aniki.db",
         *,
         durability: Durability = "normal",
-        timeout: float = 5.0,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self._id = check_session_id(id)
         self._path = absolute_path(path)
-        self._durability = check_durability(durability)
-        self._timeout = check_timeout(timeout)
+        self._durability, self._timeout = checked_options(durability=durability, timeout=timeout)
         self._db: Database | None = None
-        self._cache: list[Message] = []
-        self._snapshot: tuple[Message, ...] | None = ()
-        self._generation: int | None = None
-        self._last_key = 0
+        self._cache: HistoryCache[int] = HistoryCache()  # position: the last key read
         self._number: int | None = None
         self._own: dict[str, Message] = {}
 
@@ -131,19 +124,15 @@ class SQLiteSession:
         """The durability level of this session's commits."""
         return self._durability
 
+    @property
+    def _options(self) -> LocalOptions:
+        # What a fork or an async twin of this session is made with.
+        return {"durability": self._durability, "timeout": self._timeout}
+
     def add_message(self, message: MessageLike) -> None:
         """Validate and append one message (one transaction)."""
         message = stamp_one(to_message(message))
-        body = encode_message(message)
-        db = self._database
-        number = self._number
-        if number is None:
-            number = self._number = db.register(self._id)
-        append_rows(db, number, [body])
-        own = self._own  # see _append
-        if len(own) > _OWN_LIMIT:
-            own.clear()
-        own[body] = message
+        self._append([message], [encode_message(message)])
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message, then append them in one transaction: all or nothing."""
@@ -161,7 +150,7 @@ class SQLiteSession:
     ) -> tuple[Message, ...] | None:
         """``add_messages``, in one write transaction with the check that the last message
         stored has the id ``after`` (``None``: none is stored); ``None``, writing nothing, if
-        not. See :class:`aniki.sessions._chain.AppendsAfter`."""
+        not. See :class:`aniki.sessions._capabilities.AppendsAfter`."""
         batch = stamp(to_messages(messages))
         db = self._database
         with db.lock:
@@ -177,16 +166,12 @@ class SQLiteSession:
         limit = check_limit(limit)
         db = self._database
         with db.lock:
-            if limit is not None and self._generation is None:
+            if limit is not None and self._cache.generation is None:
                 # Nothing cached yet: read only the tail, not the whole history, so that a
                 # policy over a freshly opened session costs the size of its window.
                 return self._tail(db, limit) if limit > 0 else ()
             self._refresh(db)
-            if limit is not None:
-                return tuple(self._cache[-limit:]) if limit > 0 else ()
-            if self._snapshot is None:
-                self._snapshot = tuple(self._cache)
-            return self._snapshot
+            return self._cache.view(limit)
 
     def _page(self, start: int, limit: int) -> Page:
         """Messages ``start`` to ``start + limit`` in one read transaction (see
@@ -197,7 +182,7 @@ class SQLiteSession:
         """Delete the history and its derived state; other instances see it on their next read."""
         db = self._database
         with db.lock:
-            self._reset(db.clear(self._id))
+            self._cache.reset(db.clear(self._id))
 
     def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one transaction (used by `aniki sessions import`).
@@ -205,7 +190,7 @@ class SQLiteSession:
         bodies = [encode_message(message) for message in batch]
         db = self._database
         with db.lock:
-            self._reset(db.replace(self._id, bodies, time.time()))
+            self._cache.reset(db.replace(self._id, bodies, time.time()))
 
     def fork(self, new_id: str, *, upto: str | None = None) -> SQLiteSession:
         """A new session ``new_id`` in this file holding a copy of this history, through the
@@ -225,7 +210,7 @@ class SQLiteSession:
         """
         target = fork_target(self._id, new_id)
         fork_rows(self._database, self._id, target, upto)
-        return SQLiteSession(target, self._path, durability=self._durability, timeout=self._timeout)
+        return SQLiteSession(target, self._path, **self._options)
 
     def undo(self) -> tuple[Message, ...]:
         """Remove the last turn (the last user message and everything after it) and return
@@ -243,7 +228,7 @@ class SQLiteSession:
         with db.lock:
             removed = undo_rows(db, self._id)
             if removed:
-                self._reset(None)
+                self._cache.reset()
                 self._own.clear()
         return tuple(removed)
 
@@ -282,19 +267,8 @@ class SQLiteSession:
         db, self._db = self._db, None
         with db.lock if db is not None else nullcontext():
             self._number = None
-            self._reset(None)
+            self._cache.reset()
             self._own.clear()
-
-    def __enter__(self) -> SQLiteSession:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SQLiteSession(id={self._id!r}, path={str(self._path)!r})"
@@ -306,12 +280,6 @@ class SQLiteSession:
         if self._db is None:
             self._db = database_for(self._path, self._durability, self._timeout)
         return self._db
-
-    def _reset(self, generation: int | None) -> None:
-        self._cache = []
-        self._snapshot = ()
-        self._generation = generation
-        self._last_key = 0
 
     def _append(self, batch: list[Message], bodies: list[str]) -> None:
         db = self._database
@@ -336,12 +304,13 @@ class SQLiteSession:
             raise
 
     def _refresh(self, db: Database) -> None:
-        generation, rows = db.read_after(self._id, self._generation, self._last_key)
-        if generation != self._generation:
-            self._reset(generation)
+        cache = self._cache
+        generation, rows = db.read_after(self._id, cache.generation, cache.position)
+        if generation != cache.generation:
+            cache.reset(generation)
         if not rows:
             return
-        own, label, cache = self._own, db.label, self._cache
+        own, label = self._own, db.label
         try:
             if not own:  # nothing this instance wrote waits to be read back: decode every row
                 decoded = [decode_message(body, store=label) for _, body in rows]
@@ -356,59 +325,4 @@ class SQLiteSession:
             # The cache stays where it was: the next read meets the same record again.
             db.damaged(exc)
             raise
-        cache.extend(decoded)
-        self._snapshot = None
-        self._last_key = rows[-1][0]
-
-
-class SQLiteStore:
-    """A SQLite file seen as a whole: its sessions, for tooling.
-
-    Example::
-
-        store = SQLiteStore("chat.db")
-        session = store.session("conversation-42")
-        for info in store.list_sessions():
-            print(info.id, info.message_count, info.updated_at)
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str] = "aniki.db",
-        *,
-        durability: Durability = "normal",
-        timeout: float = 5.0,
-    ) -> None:
-        self._path = absolute_path(path)
-        self._durability = check_durability(durability)
-        self._timeout = check_timeout(timeout)
-
-    @property
-    def path(self) -> Path:
-        """The database file (absolute)."""
-        return self._path
-
-    def session(self, id: str) -> SQLiteSession:
-        """The session ``id`` of this file."""
-        return SQLiteSession(id, self._path, durability=self._durability, timeout=self._timeout)
-
-    def list_sessions(self) -> list[SessionInfo]:
-        """Every session holding messages, most recently updated first (a missing file: none)."""
-        if not self._path.exists():
-            return []
-        db = database_for(self._path, self._durability, self._timeout)
-        infos = []
-        for session_id, count, updated in db.list_sessions():
-            try:
-                when = datetime.fromtimestamp(updated, tz=timezone.utc)
-            except (OverflowError, OSError, ValueError):
-                raise db.damage(f"session {session_id!r} has an impossible update time") from None
-            infos.append(SessionInfo(id=session_id, message_count=count, updated_at=when))
-        return infos
-
-    def close(self) -> None:
-        """Close this process's connection to the file (sessions reopen it on next use)."""
-        database_for(self._path, self._durability, self._timeout).close()
-
-    def __repr__(self) -> str:
-        return f"SQLiteStore({str(self._path)!r})"
+        cache.extend(decoded, rows[-1][0])

@@ -1,4 +1,5 @@
-"""Talking to a session of either kind (sync ``Session`` or ``AsyncSession``).
+"""Talking to a session of either kind (sync ``Session`` or ``AsyncSession``), off the event
+loop when its calls block: what the run engine and ``SummarizingSession`` call a store with.
 
 A store may offer ``_add_then_get(messages, limit=None)``: append the batch atomically, then
 return what ``get_messages(limit)`` returns right after it, in one round trip to its server
@@ -14,7 +15,8 @@ The calls of a synchronous store that does I/O (SQLite, files, Redis, PostgreSQL
 :mod:`aniki._threads`), so that they never block the event loop: other tasks go on, and
 a run's deadline fires even while the store hangs. An ``AsyncSession`` is awaited on the
 loop, and ``InMemorySession`` (no I/O), with any policy over it, is called inline: a thread
-hop costs tens of microseconds.
+hop costs tens of microseconds. Which is which, and what else a store can do, its class
+says (:mod:`aniki.sessions._capabilities`).
 
 A call already running in a thread when its run is cancelled cannot be interrupted: the run
 ends at once, and the call finishes in the background. Each write is one batch, written
@@ -25,45 +27,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._threads import STORES
 from ..errors import TurnUndoneError
 from ..messages import Message
-from ..sessions._guard import HistoryMoved, TurnGuard, guarding
+from ._capabilities import Capabilities, add_all, capabilities_of
+from ._guard import HistoryMoved, TurnGuard, guarding
 
 __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
 
 
-def _loaded(module: str, name: str) -> Any:
-    """``module.name`` if that module is imported already, else ``None``: an object cannot be
-    an instance of a class not loaded yet, and importing it here would be on the loop."""
-    found = sys.modules.get(module)
-    return getattr(found, name, None) if found is not None else None
-
-
 def blocks(session: Any) -> bool:
     """Whether ``session``'s calls may block on I/O, and so should leave the event loop."""
-    memory = _loaded("aniki.sessions.memory", "InMemorySession")
-    wrappers = tuple(
-        cls
-        for cls in (
-            _loaded("aniki.sessions.policies._policy", "SuffixPolicy"),
-            _loaded("aniki.sessions.encrypted", "EncryptedSession"),
-        )
-        if cls is not None
-    )
-    for _ in range(64):  # wrappers of wrappers; a cycle is not a store
-        if memory is not None and type(session) is memory:  # a subclass may add I/O
-            return False
-        if wrappers and isinstance(session, wrappers):
-            session = session.inner
-            continue
-        method = getattr(session, "get_messages", None)
-        return not inspect.iscoroutinefunction(method)
-    return True
+    return capabilities_of(session).blocking
 
 
 async def call(blocking: bool, work: Callable[[], Any]) -> Any:
@@ -76,15 +54,6 @@ async def call(blocking: bool, work: Callable[[], Any]) -> Any:
     return await result if inspect.isawaitable(result) else result
 
 
-def _append_now(session: Any, batch: list[Message]) -> Any:
-    add_many = getattr(session, "add_messages", None)
-    if add_many is not None:
-        return add_many(batch)
-    from ..sessions.policies._policy import add_each
-
-    return add_each(session, batch)
-
-
 async def append(session: Any, messages: Sequence[Message]) -> None:
     """Append ``messages`` in one atomic batch when the store offers ``add_messages``.
 
@@ -92,13 +61,15 @@ async def append(session: Any, messages: Sequence[Message]) -> None:
     completes the batch (in its thread, or in a task of its own on the loop), so a turn is
     never stored in part: an assistant's tool call always with its results.
     """
-    if not messages:
+    if messages:
+        await _append(session, capabilities_of(session), list(messages))
+
+
+async def _append(session: Any, can: Capabilities, batch: list[Message]) -> None:
+    if can.blocking:
+        await call(True, lambda: add_all(session, batch, can))
         return
-    batch = list(messages)
-    if blocks(session):
-        await call(True, lambda: _append_now(session, batch))
-        return
-    result = _append_now(session, batch)
+    result = add_all(session, batch, can)
     if inspect.isawaitable(result):
         writing = asyncio.ensure_future(result)
         writing.add_done_callback(_retrieve)  # its error, if the run was gone by then
@@ -110,14 +81,14 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-def _append_then_read_now(session: Any, batch: list[Message]) -> Any:
-    fused = getattr(session, "_add_then_get", None) if batch else None
+def _append_then_read_now(session: Any, can: Capabilities, batch: list[Message]) -> Any:
+    fused = can.add_then_get if batch else None
     if fused is not None:
         history = fused(batch)
         if history is not None:
             return history
     if batch:
-        written = _append_now(session, batch)
+        written = add_all(session, batch, can)
         if inspect.isawaitable(written):  # a store that looked synchronous but is not
             return _read_after(written, session)
     return session.get_messages()
@@ -131,7 +102,11 @@ async def _read_after(written: Any, session: Any) -> Any:
 
 async def read(session: Any) -> Sequence[Message]:
     """The session's history, as its ``get_messages()`` (and any policy on it) returns it."""
-    messages: Sequence[Message] = await call(blocks(session), session.get_messages)
+    return await _read(session, blocks(session))
+
+
+async def _read(session: Any, blocking: bool) -> Sequence[Message]:
+    messages: Sequence[Message] = await call(blocking, session.get_messages)
     return messages
 
 
@@ -149,29 +124,32 @@ async def append_then_read(
                 return await append_then_read(session, messages)
         except HistoryMoved:
             raise TurnUndoneError(str(session.id), messages) from None
-    if blocks(session):
-        batch = list(messages)
-        history: Sequence[Message] = await call(True, lambda: _append_then_read_now(session, batch))
+    can = capabilities_of(session)
+    batch = list(messages)
+    if can.blocking:
+        history: Sequence[Message] = await call(
+            True, lambda: _append_then_read_now(session, can, batch)
+        )
         return history
-    fused = getattr(session, "_add_then_get", None) if messages else None
+    fused = can.add_then_get if batch else None
     if fused is not None:
-        batch = list(messages)
-        history = await call(blocks(session), lambda: fused(batch))
+        history = await call(False, lambda: fused(batch))
         if history is not None:
-            result: Sequence[Message] = history
-            return result
-    await append(session, messages)
-    return await read(session)
+            return history
+    if batch:
+        await _append(session, can, batch)
+    return await _read(session, False)
 
 
 async def read_with(session: Any, extra: Sequence[Message]) -> Sequence[Message]:
     """The history followed by ``extra`` (messages not stored yet), as the model should see
     it: a history policy selects over both, so ``extra`` counts against its bound."""
+    can = capabilities_of(session)
+    view_with = can.view_with
     if not extra:
-        return await read(session)
-    view_with = getattr(session, "_view_with", None)
-    if view_with is not None:
-        batch = list(extra)
-        messages: Sequence[Message] = await call(blocks(session), lambda: view_with(batch))
-        return messages
-    return (*await read(session), *extra)
+        return await _read(session, can.blocking)
+    if view_with is None:
+        return (*await _read(session, can.blocking), *extra)
+    batch = list(extra)
+    messages: Sequence[Message] = await call(can.blocking, lambda: view_with(batch))
+    return messages

@@ -54,7 +54,6 @@ __all__ = [
     "Wraps",
     "add_all",
     "capabilities_of",
-    "missing_methods",
     "reads_of",
 ]
 
@@ -270,8 +269,6 @@ _METHODS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Each method field, and the members a class must define for it (the first is bound)."""
 
-_SESSION_METHODS = ("add_message", "get_messages", "clear")
-
 
 @dataclass(frozen=True, slots=True)
 class _Kind:
@@ -344,21 +341,29 @@ def capabilities_of(session: object) -> Capabilities:
         for field in kind.inner_decides:
             if getattr(below, field) is None:
                 found.pop(field, None)
-    if kind.says_blocking:
-        blocking = bool(cast(Any, session).blocking)
-    else:
-        blocking = not inspect.iscoroutinefunction(getattr(session, "get_messages", None))
     if kind.reads_reported:
         reported = cast(ReadsReported, session)
         found["last_read"] = lambda: reported._last_read
     return Capabilities(
-        blocking=blocking,
+        blocking=_blocking(session, kind),
         limited=kind.limited,
         counter=cast(Counts, session).counter if kind.counts else None,
         inner=inner,
         close=getattr(session, kind.close) if kind.close else None,
         **found,
     )
+
+
+def blocking_of(session: object) -> bool:
+    """``capabilities_of(session).blocking``, without binding the rest (asked per call)."""
+    cls: Any = type(session)
+    return _blocking(session, _kind(cls) or _find(session, cls))
+
+
+def _blocking(session: object, kind: _Kind) -> bool:
+    if kind.says_blocking:
+        return bool(cast(Any, session).blocking)
+    return not inspect.iscoroutinefunction(getattr(session, "get_messages", None))
 
 
 def reads_of(session: object) -> Callable[[int], ReadInfo | None]:
@@ -393,8 +398,3 @@ async def _add_rest(session: object, pending: Any, rest: list[Message]) -> None:
     await pending
     for message in rest:
         await cast(Any, session).add_message(message)
-
-
-def missing_methods(value: object) -> list[str]:
-    """Which of ``add_message``, ``get_messages``, ``clear`` ``value`` lacks (none: a session)."""
-    return [name for name in _SESSION_METHODS if not callable(getattr(value, name, None))]

@@ -33,7 +33,7 @@ from typing import Any
 from .._threads import STORES
 from ..errors import TurnUndoneError
 from ..messages import Message
-from ._capabilities import Capabilities, add_all, capabilities_of
+from ._capabilities import Capabilities, add_all, blocking_of, capabilities_of
 from ._guard import HistoryMoved, TurnGuard, guarding
 
 __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
@@ -41,7 +41,7 @@ __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
 
 def blocks(session: Any) -> bool:
     """Whether ``session``'s calls may block on I/O, and so should leave the event loop."""
-    return capabilities_of(session).blocking
+    return blocking_of(session)
 
 
 async def call(blocking: bool, work: Callable[[], Any]) -> Any:

@@ -10,7 +10,6 @@ from typing import Protocol, cast, runtime_checkable
 from .._checks import shown
 from ..errors import UserError
 from ..messages import Message, MessageLike
-from ._capabilities import missing_methods
 
 __all__ = ["AsyncSession", "Session", "SessionInfo", "require_session"]
 
@@ -112,3 +111,14 @@ def require_session(value: object, where: str = "session=") -> Session | AsyncSe
         raise UserError(f"{wanted}; got {kind}")
     absent = ", ".join(name if name == "id" else f"{name}()" for name in missing)
     raise UserError(f"{wanted}; got {kind}, which has no {absent}")
+
+
+def missing_methods(value: object) -> list[str]:
+    """Which of ``add_message``, ``get_messages``, ``clear`` ``value`` lacks (none: a session).
+
+    The one membership check made by name: these three are what makes a session."""
+    return [
+        name
+        for name in ("add_message", "get_messages", "clear")
+        if not callable(getattr(value, name, None))
+    ]

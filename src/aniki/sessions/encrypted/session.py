@@ -33,10 +33,10 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 from ...errors import StoreUnavailableError, UserError
 from ...messages import Message, MessageLike, to_message, to_messages
 from .._args import check_limit
-from .._capabilities import add_all, capabilities_of, missing_methods
+from .._capabilities import add_all, capabilities_of
 from .._codec import encode_meta
 from .._driver import drive_either
-from ..base import AsyncSession, Session
+from ..base import AsyncSession, Session, missing_methods
 from ._chain import Chain
 from ._envelope import GENESIS, AlteredDataError, DecryptionError, Envelope, new_key
 

@@ -23,9 +23,9 @@ from typing import Any, ClassVar, Generic, TypeVar, cast, overload
 from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
 from ...tokens import TokenCounter
-from .._capabilities import ReadInfo, add_all, capabilities_of, missing_methods
+from .._capabilities import ReadInfo, add_all, capabilities_of
 from .._driver import drive_either
-from ..base import AsyncSession, Session
+from ..base import AsyncSession, Session, missing_methods
 from ._cut import Anchor, CutRecord, Found, Placement, place
 
 __all__ = [

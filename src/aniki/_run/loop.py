@@ -38,8 +38,9 @@ from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, Provider, merge_settings
 from ..reports import ContextReport
 from ..sessions import _session_io as session_io
+from ..tools import Tool
 from ..usage import Usage
-from . import observe
+from . import observe, steps
 from .handoffs import (
     handed_off,
     handoff_answer,
@@ -52,7 +53,7 @@ from .plan import HeldTurn, Outcome, RunPlan
 from .replies import vetted
 from .reports import ReportBuilder
 
-__all__ = ["commit", "execute", "prepare", "run_tools", "run_turns", "switch_agent"]
+__all__ = ["commit", "execute", "prepare", "run_tools", "run_turns", "store", "switch_agent"]
 
 CallNext = Callable[[ModelRequest], Awaitable[ModelResponse]]
 
@@ -128,10 +129,13 @@ async def run_turns(plan: RunPlan, outcome: Outcome) -> Outcome:
 async def _model_turn(plan: RunPlan, outcome: Outcome, call_model: CallNext) -> Message:
     """One model call: its request, its report, and the assistant message it produced."""
     request = await _build_request(plan, outcome)
-    if observe.OBSERVER is None:
-        response = await call_model(request)
-    else:
-        response = await observe.OBSERVER.model_call(plan, outcome, request, call_model)
+
+    async def call() -> ModelResponse:
+        if observe.OBSERVER is None:
+            return await call_model(request)
+        return await observe.OBSERVER.model_call(plan, outcome, request, call_model)
+
+    response = await steps.model_call(request, call)
     reports = outcome.reports
     assert reports is not None, "run_turns starts the run's reports"
     reports.settle(response.usage if isinstance(response, ModelResponse) else None)
@@ -217,9 +221,21 @@ async def commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> No
     if plan.streaming:
         outcome.pending.extend(messages)
     else:
-        outcome.history = await session_io.append_then_read(
-            plan.session, messages, guard=plan.guard
-        )
+        outcome.history = await store(plan, messages)
+
+
+async def store(plan: RunPlan, messages: Sequence[Message]) -> Sequence[Message] | None:
+    """Append ``messages`` to the run's session under its guard; the history after, when
+    the store returns it at no extra cost (``None`` under a durable executor: its write is a
+    step, and the next read asks the store)."""
+    if steps.current() is None:
+        return await session_io.append_then_read(plan.session, messages, guard=plan.guard)
+
+    async def write() -> None:
+        await session_io.append_then_read(plan.session, messages, guard=plan.guard)
+
+    await steps.store_write(messages, write)
+    return None
 
 
 async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
@@ -319,10 +335,8 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
                 content=f"Error: unknown tool {call.name!r}. Available tools: {known}.",
                 tool_call_id=call.id,
             )
-        elif observe.OBSERVER is None:
-            message = await tool.invoke(call, plan.context)
         else:
-            message = await observe.OBSERVER.tool_call(tool, call, plan.context)
+            message = await steps.tool_call(call, lambda: _invoke(plan, tool, call))
         if plan.emit is not None:
             plan.emit(ToolCallCompleted(call, message))
         return message
@@ -330,3 +344,9 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
     if len(calls) == 1:
         return [await run_one(calls[0])]
     return list(await asyncio.gather(*(run_one(call) for call in calls)))
+
+
+async def _invoke(plan: RunPlan, tool: Tool, call: ToolCall) -> Message:
+    if observe.OBSERVER is None:
+        return await tool.invoke(call, plan.context)
+    return await observe.OBSERVER.tool_call(tool, call, plan.context)

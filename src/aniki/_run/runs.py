@@ -19,7 +19,7 @@ from ..result import RunResult
 from ..sessions import _session_io as session_io
 from . import approvals, observe
 from .deadline import Deadline
-from .loop import execute, prepare
+from .loop import execute, prepare, store
 from .plan import Emit, Outcome, RunPlan
 from .streaming import StreamedRun
 
@@ -45,7 +45,7 @@ def stream(plan: RunPlan, user: Message, timeout: float | None) -> StreamedRun[A
 
     async def start() -> None:
         await prepare(plan)
-        first.history = await session_io.append_then_read(plan.session, [user], guard=plan.guard)
+        first.history = await store(plan, [user])
 
     async def produce(emit: Emit, started: Awaitable[None]) -> Outcome:
         plan.emit = emit
@@ -54,9 +54,7 @@ def stream(plan: RunPlan, user: Message, timeout: float | None) -> StreamedRun[A
 
     async def finish(outcome: Outcome) -> RunResult[Any]:
         if outcome.pending:
-            outcome.history = await session_io.append_then_read(
-                plan.session, outcome.pending, guard=plan.guard
-            )
+            outcome.history = await store(plan, outcome.pending)
         await approvals.keep_held(plan, outcome)
         return await result(plan, outcome)
 
@@ -71,7 +69,7 @@ def _observed(plan: RunPlan, work: Awaitable[RunResult[Any]]) -> Awaitable[RunRe
 async def _whole(plan: RunPlan, user: Message) -> RunResult[Any]:
     """A whole non-streamed run: store the user message, run the turns, take the snapshot."""
     await prepare(plan)
-    stored = await session_io.append_then_read(plan.session, [user], guard=plan.guard)
+    stored = await store(plan, [user])
     outcome = await execute(plan, user, Outcome(history=stored))
     await approvals.keep_held(plan, outcome)
     return await result(plan, outcome)

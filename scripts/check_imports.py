@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sessions", ("aniki.sessions",)),
     ("agent", ("aniki.agent",)),
     ("run engine", ("aniki._run", "aniki.runner")),
-    ("integrations", ("aniki.mcp", "aniki.tracing", "aniki.testing")),
+    ("integrations", ("aniki.mcp", "aniki.tracing", "aniki.testing", "aniki.durable")),
     ("apps", ("aniki.cli", "aniki.inspector", "aniki.__main__", "aniki")),
 )  # fmt: skip
 # "aniki" stands for the facade (src/aniki/__init__.py) alone: every other module must be

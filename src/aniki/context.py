@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
 
 __all__ = ["Context"]
+
+CALL_ID: ContextVar[str | None] = ContextVar("aniki_tool_call_id", default=None)
+"""The id of the tool call being run in this task (set by the run engine)."""
 
 
 class Context:
@@ -33,6 +37,15 @@ class Context:
         self.started_at: datetime = datetime.now(timezone.utc)
         """When the run started (timezone-aware, UTC)."""
         self._data: dict[str, Any] = dict(data or {})
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """Inside a tool: the id of the call being run (``None`` elsewhere).
+
+        With :attr:`run_id` it makes an idempotency key for the systems a tool calls: the
+        same call, run again after a crash (``@tool(idempotent=True)``), sends the same key.
+        """
+        return CALL_ID.get()
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value stored under ``key``, or ``default``."""

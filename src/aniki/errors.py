@@ -8,7 +8,9 @@ The tree::
     ├── MaxTurnsExceeded            a run used all its turns
     ├── RunTimeoutError             a run did not finish within its time limit (a TimeoutError)
     ├── OutputValidationError       the final reply does not fit the output schema
-    ├── TurnUndoneError             the run's question was undone while it ran: no reply stored
+    ├── RunError                    a run cannot go on as asked
+    │   ├── TurnUndoneError         the run's question was undone while it ran: no reply stored
+    │   └── RunInProgressError      another worker or resume holds the run
     ├── ToolError                   raised by a tool: its message goes to the model as the result
     ├── MCPServerError              an MCP server cannot be started, reached or listed
     ├── ProviderError               a model call failed
@@ -51,6 +53,8 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "ProviderTimeoutError",
+    "RunError",
+    "RunInProgressError",
     "RateLimitError",
     "RunTimeoutError",
     "SchemaVersionError",
@@ -134,7 +138,32 @@ class OutputValidationError(AnikiError):
         self.errors = errors
 
 
-class TurnUndoneError(AnikiError):
+class RunError(AnikiError):
+    """A run cannot go on as asked; the session holds what it held before."""
+
+
+class RunInProgressError(RunError):
+    """Another worker, task or ``resume`` holds this run (or the held calls being resumed):
+    nothing was run or stored by this call. Retry after the other one ends; a run whose
+    holder died is finished by ``Runner.recover``.
+
+    Attributes:
+        run_id: the run that is held.
+        session_id: the session it belongs to.
+    """
+
+    def __init__(self, run_id: str, session_id: str, detail: str = "") -> None:
+        self.run_id = run_id
+        self.session_id = session_id
+        super().__init__(
+            f"run {run_id!r} of session {session_id!r} is held by another worker or resume"
+            + (f" ({detail})" if detail else "")
+            + "; nothing was run twice. Wait for it, or call Runner.recover once its process "
+            "has died"
+        )
+
+
+class TurnUndoneError(RunError):
     """The user message a run answers left its session while the run was working (another
     worker's ``undo()`` or ``clear()``), so the run stored nothing more: no answer to a
     question that is gone. The session holds what the undo left.

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._run import agent_tools, background, runs
+from ._run import agent_tools, background, recovery, runs
 from ._run.plan import RunPlan, check_max_turns, new_plan
 from ._run.streaming import StreamedRun
 from .agent import Agent, Middleware, OutputT, run_agent_tools_with
@@ -78,6 +78,7 @@ class Runner:
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
         timeout: float | None = None,
+        run_id: str | None = None,
     ) -> RunResult[OutputT]:
         """Run ``agent`` on ``message`` until it answers in text; return the result.
 
@@ -90,9 +91,15 @@ class Runner:
             timeout: seconds the whole run may take, reading and writing the session
                 included (``RunTimeoutError`` after that). A store write already under way
                 then is not interrupted: it completes, whole, in the background.
+            run_id: the run's id (``result.run_id``, ``ctx.run_id``); a fresh one when
+                ``None``. A run is the unit that happens once: its tool calls are claimed
+                and their results recorded in the session's store (its run journal) as
+                they happen, so a second worker on the same run gets
+                ``RunInProgressError`` and a run cut by a crash is finished by
+                :meth:`recover` without running a recorded call again.
         """
         user = _user_message(message)
-        plan = self._plan(agent, session, context, settings, streaming=False)
+        plan = self._plan(agent, session, _with_run_id(context, run_id), settings, streaming=False)
         return await runs.run(plan, user, timeout)
 
     def run_sync(
@@ -104,6 +111,7 @@ class Runner:
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
         timeout: float | None = None,
+        run_id: str | None = None,
     ) -> RunResult[OutputT]:
         """:meth:`run` for synchronous code, such as a web framework's synchronous view.
 
@@ -117,7 +125,7 @@ class Runner:
         """
         _refuse_in_a_loop("run")
         user = _user_message(message)
-        plan = self._plan(agent, session, context, settings, streaming=False)
+        plan = self._plan(agent, session, _with_run_id(context, run_id), settings, streaming=False)
         return background.run(runs.run(plan, user, timeout), timeout=timeout)
 
     def stream(
@@ -129,10 +137,12 @@ class Runner:
         context: Context | Mapping[str, Any] | None = None,
         settings: ModelSettings | None = None,
         timeout: float | None = None,
+        run_id: str | None = None,
     ) -> StreamedRun[OutputT]:
-        """Run ``agent`` on ``message``, yielding events as they happen (a :class:`StreamedRun`)."""
+        """Run ``agent`` on ``message``, yielding events as they happen (a :class:`StreamedRun`);
+        ``run_id`` as in :meth:`run`."""
         user = _user_message(message)
-        plan = self._plan(agent, session, context, settings, streaming=True)
+        plan = self._plan(agent, session, _with_run_id(context, run_id), settings, streaming=True)
         return runs.stream(plan, user, timeout)
 
     async def resume(
@@ -184,6 +194,51 @@ class Runner:
         plan = self._plan(agent, session, context, settings, streaming=False)
         return background.run(runs.resume(plan, approve, deny, timeout), timeout=timeout)
 
+    async def recover(
+        self,
+        agent: Agent[OutputT],
+        *,
+        session: Session | AsyncSession | None = None,
+        settings: ModelSettings | None = None,
+        timeout: float | None = None,
+    ) -> list[RunResult[OutputT]]:
+        """Finish the runs of ``session`` that a crash cut short; their results, oldest first
+        (empty when there are none).
+
+        A run is cut when the process holding it died (seen at once on the same machine,
+        and from another one when its claim's lease has run out) before it ended. Each is
+        finished by the rules of its journal: a tool call with a recorded result is not run
+        again; one that was claimed but has no result may have run, so it runs again only
+        if its tool is ``idempotent`` and is otherwise answered with a message telling the
+        model its outcome is unknown; then the model goes on. Runs held for approval wait
+        for :meth:`resume`. Call it when a worker starts (see docs/durable.md); two workers
+        recovering at once each finish different runs. ``timeout`` bounds each run.
+        """
+        results: list[RunResult[OutputT]] = []
+        base = agent.session if session is None else session
+        for run_id in await recovery.cut_runs(base):
+            plan = self._plan(agent, session, Context(run_id=run_id), settings, streaming=False)
+            done = await runs.recover(plan, timeout)
+            if done is not None:
+                results.append(done)
+        return results
+
+    def recover_sync(
+        self,
+        agent: Agent[OutputT],
+        *,
+        session: Session | AsyncSession | None = None,
+        settings: ModelSettings | None = None,
+        timeout: float | None = None,
+    ) -> list[RunResult[OutputT]]:
+        """:meth:`recover` for synchronous code, on the same background loop as
+        :meth:`run_sync`."""
+        _refuse_in_a_loop("recover")
+        return background.run(
+            self.recover(agent, session=session, settings=settings, timeout=timeout),
+            timeout=None,
+        )
+
     def _plan(
         self,
         agent: Agent[Any],
@@ -204,6 +259,26 @@ class Runner:
             stream_retries=self.stream_retries,
             retry_backoff=self.retry_backoff,
         )
+
+
+def _with_run_id(
+    context: Context | Mapping[str, Any] | None, run_id: str | None
+) -> Context | Mapping[str, Any] | None:
+    """The run's context, carrying ``run_id`` when one is given."""
+    if run_id is None:
+        return context
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 200:
+        raise UserError(
+            f"run_id must be a non-empty string of at most 200 characters, got {run_id!r}"
+        )
+    if isinstance(context, Context):
+        if context.run_id != run_id:
+            raise UserError(
+                f"run_id={run_id!r} differs from the given context's run_id "
+                f"{context.run_id!r}: pass one of them"
+            )
+        return context
+    return Context(context, run_id=run_id)
 
 
 def _refuse_in_a_loop(method: str) -> None:

@@ -70,6 +70,9 @@ class Tool:
     requires_approval: bool = False
     """Whether a run stops before calling it, until someone approves or denies the call
     (``Runner.resume``)."""
+    idempotent: bool = False
+    """Whether running a call twice does no harm: after a crash cut a call short, a
+    recovered run runs it again; without it, the model is told the outcome is unknown."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
@@ -168,7 +171,11 @@ def tool(function: F, /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -179,6 +186,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_approval: bool = False,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed, documented function (sync or async) into a :class:`Tool`.
 
@@ -187,6 +195,10 @@ def tool(
     annotated :class:`~aniki.Context` receives the run's context and is hidden from the model.
     With ``requires_approval=True`` a run stops before calling it and returns the call in
     ``result.pending_approvals``; ``Runner.resume`` continues once it is approved or denied.
+    With ``idempotent=True`` a call that a crash cut short may run again when the run is
+    recovered (pass ``ctx.run_id`` and ``ctx.tool_call_id`` on as an idempotency key); a
+    call of any other tool runs at most once, and the model is told when its outcome is
+    unknown.
     Sync functions run in a worker thread (with the caller's context variables), so they
     never block the event loop; one still running when its run times out completes in the
     background.
@@ -214,11 +226,15 @@ def tool(
     """
     if not isinstance(requires_approval, bool):
         raise UserError(f"requires_approval must be True or False, got {requires_approval!r}")
+    if not isinstance(idempotent, bool):
+        raise UserError(f"idempotent must be True or False, got {idempotent!r}")
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         made = _make_tool(fn, name=name, description=description)
         if requires_approval and not made.requires_approval:
             made = dataclasses.replace(made, requires_approval=True)
+        if idempotent and not made.idempotent:
+            made = dataclasses.replace(made, idempotent=True)
         return made
 
     return wrap(function) if function is not None else wrap

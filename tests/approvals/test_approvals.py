@@ -3,6 +3,9 @@ store (never in the history), and resume approves or denies each call."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,26 @@ from aniki.testing import MockProvider
 
 from .scripted import LOOKUP, REFUND, calls, make_agent, roles
 
-PENDING = "aniki.pending_approval"
+JOURNAL = "aniki.runs"
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(child.stdout)
+
+
+def held(session: object) -> bool:
+    """Whether the session's run journal holds a turn waiting for approval."""
+    journal = session.get_meta(JOURNAL)  # type: ignore[attr-defined]
+    return journal is not None and any(
+        entry.get("state") == "held" for entry in journal["runs"].values()
+    )
 
 
 async def test_a_run_stops_before_the_call_and_resume_approves_it(tmp_path: Path) -> None:
@@ -26,7 +48,7 @@ async def test_a_run_stops_before_the_call_and_resume_approves_it(tmp_path: Path
     assert result.content == "" and result.output is None
     assert calls(log) == [["lookup", "42"]]  # the call needing no approval ran at once
     assert roles(session.get_messages()) == ["user"]  # the history stays valid for a provider
-    assert session.get_meta(PENDING) is not None
+    assert held(session)
 
     done = await Runner().resume(agent, approve=[REFUND.id], session=session)
     assert done.pending_approvals == ()
@@ -35,7 +57,7 @@ async def test_a_run_stops_before_the_call_and_resume_approves_it(tmp_path: Path
     stored = session.get_messages()
     assert roles(stored) == ["user", "assistant", "tool", "tool", "assistant"]
     assert [m.tool_call_id for m in stored[2:4]] == [REFUND.id, LOOKUP.id]  # the model's order
-    assert session.get_meta(PENDING) is None
+    assert not held(session)
     with pytest.raises(UserError, match="no tool call awaits approval"):
         await Runner().resume(agent, approve=[REFUND.id], session=session)
 
@@ -68,7 +90,7 @@ async def test_bad_decisions_are_refused_and_keep_the_held_turn(tmp_path: Path) 
     other = Agent("Other", model="m", provider=MockProvider(), tools=list(agent.tools.values()))
     with pytest.raises(UserError, match="asked for by agent 'Support'"):
         await runner.resume(other, approve=[REFUND.id], session=session)
-    assert session.get_meta(PENDING) is not None
+    assert held(session)
     assert roles(session.get_messages()) == ["user"]
 
 
@@ -80,7 +102,7 @@ async def test_a_stream_that_stops_for_approval_keeps_the_turn_at_its_end(
     events = [e async for e in Runner().stream(agent, message="Refund order 42", session=session)]
     assert isinstance(events[-1], RunCompleted)
     assert events[-1].result.pending_approvals == (REFUND,)
-    assert session.get_meta(PENDING) is not None
+    assert held(session)
     done = await Runner().resume(agent, approve=[REFUND.id], session=session)
     assert done.content.startswith("Done: refunded 42")
 
@@ -90,7 +112,7 @@ async def test_an_aborted_stream_holds_nothing(tmp_path: Path) -> None:
     session = SQLiteSession("chat", tmp_path / "chat.db")
     stream = Runner().stream(agent, message="Refund order 42", session=session)
     await stream.abort()
-    assert session.get_meta(PENDING) is None
+    assert not held(session)
 
 
 async def test_a_turn_stored_before_a_crash_is_not_stored_twice(tmp_path: Path) -> None:
@@ -98,19 +120,34 @@ async def test_a_turn_stored_before_a_crash_is_not_stored_twice(tmp_path: Path) 
     agent = make_agent(log)
     session = SQLiteSession("chat", tmp_path / "chat.db")
     await Runner().run(agent, message="Refund order 42", session=session)
-    # As if a resume had stored the turn and the process died before dropping the record:
-    held = session.get_meta(PENDING)
-    turn = [Message.from_dict(held["assistant"])]
-    turn += [
-        Message("tool", "refunded 42", tool_call_id=REFUND.id),
-        *(Message.from_dict(item) for item in held["results"]),
-    ]
-    session.add_messages(turn)
-    done = await Runner().resume(agent, approve=[REFUND.id], session=session)
+    # As if a resume had taken the turn, run the refund, stored the turn, and its process
+    # had died before the run went on:
+    journal = session.get_meta(JOURNAL)
+    ((run_id, entry),) = journal["runs"].items()
+    turn = entry["turns"][-1]
+    refunded = Message("tool", "refunded 42", tool_call_id=REFUND.id)
+    turn["calls"][REFUND.id] = {"result": refunded.to_dict()}
+    dead = _dead_pid()
+    entry.update(
+        state="running",
+        decided={REFUND.id: True},
+        token="gone",
+        holder={"host": socket.gethostname(), "pid": dead, "start": "1"},
+    )
+    session.set_meta(JOURNAL, journal)
+    stored = [Message.from_dict(turn["response"]), refunded]
+    stored += [Message.from_dict(c["result"]) for k, c in turn["calls"].items() if k != REFUND.id]
+    session.add_messages(stored)
+
+    with pytest.raises(UserError, match=r"Runner\.recover finishes it"):
+        await Runner().resume(agent, approve=[REFUND.id], session=session)
+    (done,) = await Runner().recover(agent, session=session)
+    assert done.run_id == run_id
     assert roles(session.get_messages()) == ["user", "assistant", "tool", "tool", "assistant"]
     assert calls(log) == [["lookup", "42"]]  # the refund is not made a second time
     assert done.content.startswith("Done: refunded 42")
-    assert session.get_meta(PENDING) is None
+    assert not held(session)
+    assert await Runner().recover(agent, session=session) == []
 
 
 async def test_a_store_without_meta_says_it_cannot_hold_calls() -> None:

@@ -1,17 +1,20 @@
-"""Tool calls held for approval: kept in the session's store, so a run can stop in one
-process and be resumed in another.
+"""Tool calls held for approval: kept in the session's run journal, so a run can stop in one
+process and be resumed in another, once.
 
 When the model asks for a tool that ``requires_approval``, the run stops before calling it.
 The assistant message and the results of the turn's other calls (run at once) are kept in
-the session's derived state under :data:`PENDING_KEY`, not in the history, so the stored
-history stays one a provider accepts: no tool call without its answer. ``Runner.resume``
-reads it back (:func:`resume`), runs the approved calls, answers the denied ones with a tool
-message saying so, stores the whole turn at once, then drops the record and lets the model go
-on. The turn loop only notes a held turn (``Outcome.held``); each run keeps it here when its
-turns end (:func:`keep_held`).
+the run's journal entry (:mod:`aniki._run.journal`), marked *held*, not in the history, so
+the stored history stays one a provider accepts: no tool call without its answer. The
+entry is bound to its session and to the last message the session held when the run
+stopped: after an ``undo()``, a ``clear()``, a later turn, or in a fork, it cannot be
+resumed.
 
-A crash between storing the turn and dropping the record is noticed on the next resume: the
-turn is then in the history already, and only the record goes.
+``Runner.resume`` (:func:`resume`) checks the entry, then takes it in one compare-and-swap
+that only one resume (or worker) can win, with its decisions; a second one gets
+:class:`~aniki.RunInProgressError`, or, once the first has ended, finds nothing to decide.
+The approved calls are claimed and run, each denied one is answered with a tool message
+saying so, the whole turn is stored at once (:mod:`aniki._run.recovery`), and the model goes
+on in the same run (same ``run_id``).
 """
 
 from __future__ import annotations
@@ -19,105 +22,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import UserError
-from ..messages import Message, ToolCall
-from ..sessions import _session_io as session_io
-from ..sessions._capabilities import capabilities_of
+from ..errors import RunInProgressError, UserError
+from ..messages import Message
 from .handoffs import find_agent
-from .loop import commit, prepare, run_tools, run_turns, switch_agent
-from .plan import HeldTurn, Outcome, RunPlan
+from .journal import Journal, holder_alive, journal_of
+from .loop import switch_agent
+from .once import last_id
+from .plan import Outcome, RunPlan
+from .recovery import denied_message, go_on
 
-__all__ = [
-    "PENDING_KEY",
-    "decisions",
-    "denied_message",
-    "drop",
-    "hold",
-    "keep_held",
-    "load",
-    "resume",
-]
-
-PENDING_KEY = "aniki.pending_approval"
-"""The meta key of a held turn."""
-
-_VERSION = 1
-
-
-def _record(turn: HeldTurn) -> dict[str, Any]:
-    """The JSON-safe record of ``turn`` kept in meta."""
-    return {
-        "version": _VERSION,
-        "agent": turn.agent,
-        "assistant": turn.assistant.to_dict(),
-        "results": [message.to_dict() for message in turn.results],
-        "awaiting": [call.id for call in turn.awaiting],
-    }
-
-
-def _from_record(value: Any, session_id: str) -> HeldTurn:
-    """The held turn a stored record holds."""
-    try:
-        assert isinstance(value, dict) and value.get("version") == _VERSION
-        assistant = Message.from_dict(value["assistant"])
-        calls = {call.id: call for call in assistant.tool_calls}
-        return HeldTurn(
-            agent=str(value["agent"]),
-            assistant=assistant,
-            results=tuple(Message.from_dict(item) for item in value["results"]),
-            awaiting=tuple(calls[call_id] for call_id in value["awaiting"]),
-        )
-    except (AssertionError, KeyError, TypeError, ValueError):
-        raise UserError(
-            f"the tool calls held for approval in session {session_id!r} cannot be read "
-            "(written by a newer aniki, or changed by hand); run again without resume"
-        ) from None
-
-
-def _owner(session: Any) -> Any:
-    """The object that keeps ``session``'s meta: the session, or the store it wraps."""
-    found = session
-    for _ in range(8):
-        can = capabilities_of(found)
-        if can.get_meta is not None:
-            return found
-        found = can.inner
-        if found is None:
-            break
-    raise UserError(
-        f"{type(session).__name__} keeps no derived state (get_meta/set_meta), so a run cannot "
-        "stop for approval there; use a built-in store, or give the store get_meta and set_meta"
-    )
-
-
-async def hold(session: Any, turn: HeldTurn) -> None:
-    """Keep ``turn`` in ``session``'s store."""
-    owner = _owner(session)
-    await session_io.call(
-        session_io.blocks(owner), lambda: owner.set_meta(PENDING_KEY, _record(turn))
-    )
-
-
-async def load(session: Any) -> HeldTurn | None:
-    """The turn held in ``session``'s store, if any."""
-    owner = _owner(session)
-    value = await session_io.call(session_io.blocks(owner), lambda: owner.get_meta(PENDING_KEY))
-    return None if value is None else _from_record(value, str(session.id))
-
-
-async def drop(session: Any) -> None:
-    """Forget the held turn."""
-    owner = _owner(session)
-    await session_io.call(session_io.blocks(owner), lambda: owner.set_meta(PENDING_KEY, None))
+__all__ = ["decisions", "denied_message", "resume"]
 
 
 def decisions(
-    turn: HeldTurn, approve: Iterable[str], deny: Iterable[str], session_id: str
+    awaiting: Sequence[str], approve: Iterable[str], deny: Iterable[str], session_id: str
 ) -> dict[str, bool]:
     """The decision for each awaiting call (``True``: approved); a ``UserError`` for an id
-    that awaits nothing or is both approved and denied."""
+    that awaits nothing, is both approved and denied, or a call left undecided."""
     approved, denied = _ids(approve, "approve"), _ids(deny, "deny")
-    waiting = {call.id for call in turn.awaiting}
+    waiting = set(awaiting)
     unknown = sorted((approved | denied) - waiting)
     if unknown:
         raise UserError(
@@ -127,6 +50,12 @@ def decisions(
     both = sorted(approved & denied)
     if both:
         raise UserError(f"tool call {both[0]!r} is both approved and denied; pick one")
+    undecided = [call_id for call_id in awaiting if call_id not in approved | denied]
+    if undecided:
+        raise UserError(
+            f"decide every held call: {undecided} is neither approved nor denied "
+            "(pass its id in approve= or deny=)"
+        )
     return {call_id: call_id in approved for call_id in approved | denied}
 
 
@@ -139,68 +68,125 @@ def _ids(given: Iterable[str], name: str) -> set[str]:
     return ids
 
 
-def denied_message(call: ToolCall) -> Message:
-    """The tool message answering a call that was denied."""
-    return Message(
-        "tool",
-        f"The user denied this call of {call.name!r}; it was not run. Do not call it again "
-        "with the same arguments unless the user asks.",
-        tool_call_id=call.id,
-    )
-
-
-async def keep_held(plan: RunPlan, outcome: Outcome) -> None:
-    """Keep the turn the run stopped at for approval, if it stopped, in its session's store."""
-    if outcome.held is not None:
-        await hold(plan.session, outcome.held)
-
-
 async def resume(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) -> Outcome:
     """``Runner.resume``: decide the held calls, store their turn, and let the model go on
     (until it answers, or stops for approval again)."""
-    await prepare(plan)
     session_id = str(plan.session.id)
-    turn = await load(plan.session)
-    if turn is None:
+    wanted = _ids(approve, "approve") | _ids(deny, "deny")
+    looking = journal_of(plan.session, "")
+    if looking is None:
         raise UserError(f"no tool call awaits approval in session {session_id!r}")
-    if turn.agent != plan.agent.name:
-        held_by = find_agent(plan.agent, turn.agent)  # handed off to during the run
-        if held_by is None:
+    run_id, entry = _held(await looking.load(), wanted, session_id)
+    held_by = entry.get("agent", "")
+    if held_by != plan.agent.name:
+        target = find_agent(plan.agent, held_by)  # handed off to during the run
+        if target is None:
             raise UserError(
                 f"the calls held in session {session_id!r} were asked for by agent "
-                f"{turn.agent!r}; resume with that agent (or one that hands off to it), not "
+                f"{held_by!r}; resume with that agent (or one that hands off to it), not "
                 f"{plan.agent.name!r}"
             )
-        await switch_agent(plan, held_by)
-    decided = decisions(turn, approve, deny, session_id)
-    undecided = [call.id for call in turn.awaiting if call.id not in decided]
-    if undecided:
+        await switch_agent(plan, target)
+    awaiting = _checked(entry, session_id)
+    decided = decisions(awaiting, approve, deny, session_id)
+    base = await last_id(plan.session)
+    plan.context.run_id = run_id
+    journal = journal_of(plan.session, run_id)
+    assert journal is not None
+    if entry.get("session") != session_id or entry.get("base") != base:
+        await _drop(journal)
         raise UserError(
-            f"decide every held call: {undecided} is neither approved nor denied "
-            "(pass its id in approve= or deny=)"
+            f"the tool calls held in session {session_id!r} can no longer be resumed: the "
+            "conversation changed since the run stopped for them (an undo, a clear, a later "
+            "turn, or a copy made by fork); run again"
         )
-    outcome = Outcome()
-    await _store_turn(plan, outcome, turn, decided)
-    await drop(plan.session)
-    outcome = await run_turns(plan, outcome)
-    await keep_held(plan, outcome)
-    return outcome
+    plan.journal = journal
+    taken = await journal.change(lambda state: _take(journal, state, plan, decided))
+    plan.journaled = True
+    return await go_on(plan, taken)
 
 
-async def _store_turn(
-    plan: RunPlan, outcome: Outcome, turn: HeldTurn, decided: dict[str, bool]
-) -> None:
-    """Run the approved calls, answer the denied ones, and store the whole turn; unless it
-    is stored already (a crash after storing it only leaves the record to drop)."""
-    stored = await session_io.read(plan.session)
-    asked = {call.id for call in turn.assistant.tool_calls}
-    if any(
-        message.role == "assistant" and {c.id for c in message.tool_calls} == asked
-        for message in stored[-len(asked) - 1 :]
-    ):
-        return
-    approved = [call for call in turn.awaiting if decided[call.id]]
-    answers = {m.tool_call_id: m for m in (*turn.results, *await run_tools(plan, approved))}
-    answers.update({c.id: denied_message(c) for c in turn.awaiting if not decided[c.id]})
-    results = [answers[call.id] for call in turn.assistant.tool_calls]
-    await commit(plan, outcome, [turn.assistant, *results])
+def _held(state: dict[str, Any], wanted: set[str], session_id: str) -> tuple[str, dict[str, Any]]:
+    """The held run whose calls ``wanted`` names (the only held run, when it names none)."""
+    every = [(k, v) for k, v in state["runs"].items() if v.get("state") == "held"]
+    held = [(k, v) for k, v in every if wanted & set(v.get("awaiting", ()))]
+    if len(held) == 1:
+        return held[0]
+    if not held and len(every) == 1:  # the decisions are checked against its calls
+        return every[0]
+    if not every:
+        busy = [
+            run_id
+            for run_id, entry in state["runs"].items()
+            if entry.get("state") == "running" and wanted & set(entry.get("decided") or ())
+        ]
+        alive = [r for r in busy if holder_alive(*_holding(state["runs"][r]))]
+        if alive:
+            raise RunInProgressError(alive[0], session_id, "another resume decided its calls")
+        if busy:
+            raise UserError(
+                f"run {busy[0]!r} of session {session_id!r} was cut by a crash after its "
+                "calls were decided; Runner.recover finishes it"
+            )
+        raise UserError(f"no tool call awaits approval in session {session_id!r}")
+    raise UserError(
+        f"{len(held)} runs of session {session_id!r} wait for approval; name their calls "
+        "in approve= or deny="
+    )
+
+
+def _checked(entry: dict[str, Any], session_id: str) -> list[str]:
+    """The ids awaiting a decision; ``UserError`` when the entry does not hold together
+    (a call the model's recorded response did not make, a result for none of its calls)."""
+    try:
+        turn = entry["turns"][-1]
+        response = Message.from_dict(turn["response"])
+        made = [call.id for call in response.tool_calls]
+        awaiting = [str(call_id) for call_id in entry["awaiting"]]
+        done = set(turn["calls"])
+        for record in turn["calls"].values():
+            Message.from_dict(record["result"])
+        assert response.role == "assistant" and made
+        assert set(awaiting) <= set(made) and done <= set(made)
+        assert set(awaiting) | done == set(made) and not set(awaiting) & done
+    except (AssertionError, KeyError, IndexError, TypeError, ValueError):
+        raise UserError(
+            f"the tool calls held for approval in session {session_id!r} cannot be resumed: "
+            "the record names a call the model's recorded response did not make, or cannot "
+            "be read (changed by hand, or written by a newer aniki); run again"
+        ) from None
+    return awaiting
+
+
+def _take(
+    journal: Journal, state: dict[str, Any], plan: RunPlan, decided: dict[str, bool]
+) -> dict[str, Any]:
+    entry = state["runs"].get(journal.run_id)
+    if entry is None or entry.get("state") == "done":
+        raise UserError(f"no tool call awaits approval in session {journal.session_id!r}")
+    if entry.get("state") != "held":
+        raise RunInProgressError(journal.run_id, journal.session_id, "resumed by another caller")
+    taken = journal.take(state, entry, plan.agent.name)
+    taken["decided"] = decided
+    for key in ("awaiting", "base"):
+        taken.pop(key, None)
+    return dict(taken)
+
+
+async def _drop(journal: Journal) -> None:
+    """End a held entry that can no longer be resumed."""
+
+    def edit(state: dict[str, Any]) -> None:
+        entry = state["runs"].get(journal.run_id)
+        if entry is not None and entry.get("state") == "held":
+            state["runs"][journal.run_id] = {
+                "state": "done",
+                "agent": entry.get("agent", ""),
+                "updated": entry.get("updated", 0),
+            }
+
+    await journal.change(edit)
+
+
+def _holding(entry: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return entry.get("holder"), entry.get("until"), entry.get("token")

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from .._threads import SETUP
 from ..agent import Agent, AgentTool, Middleware
-from ..context import Context
+from ..context import CALL_ID, Context
 from ..errors import (
     AnikiError,
     MaxTurnsExceeded,
@@ -40,7 +40,7 @@ from ..reports import ContextReport
 from ..sessions import _session_io as session_io
 from ..tools import Tool
 from ..usage import Usage
-from . import observe, steps
+from . import observe, once, steps
 from .handoffs import (
     handed_off,
     handoff_answer,
@@ -159,9 +159,12 @@ async def _tool_turn(
         if (found := plan.tools.get(call.name)) is not None and found.requires_approval
     ]
     if awaiting:
-        done = await run_tools(plan, [call for call in calls if call not in awaiting])
+        now = [call for call in calls if call not in awaiting]
+        await once.open_turn(plan, assistant, now)
+        done = await run_tools(plan, now)
         outcome.held = HeldTurn(plan.agent.name, assistant, tuple(done), tuple(awaiting))
         return "held"
+    await once.open_turn(plan, assistant, calls)
     chosen = handed_off(calls, plan.handoffs)
     if chosen is None:
         await commit(plan, outcome, [assistant, *await run_tools(plan, calls)])
@@ -336,7 +339,9 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
                 tool_call_id=call.id,
             )
         else:
-            message = await steps.tool_call(call, lambda: _invoke(plan, tool, call))
+            message = await once.once(
+                plan, call, lambda: steps.tool_call(call, lambda: _invoke(plan, tool, call))
+            )
         if plan.emit is not None:
             plan.emit(ToolCallCompleted(call, message))
         return message
@@ -347,6 +352,10 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
 
 
 async def _invoke(plan: RunPlan, tool: Tool, call: ToolCall) -> Message:
-    if observe.OBSERVER is None:
-        return await tool.invoke(call, plan.context)
-    return await observe.OBSERVER.tool_call(tool, call, plan.context)
+    token = CALL_ID.set(call.id)
+    try:
+        if observe.OBSERVER is None:
+            return await tool.invoke(call, plan.context)
+        return await observe.OBSERVER.tool_call(tool, call, plan.context)
+    finally:
+        CALL_ID.reset(token)

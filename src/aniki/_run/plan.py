@@ -22,6 +22,7 @@ from ..usage import Usage
 
 if TYPE_CHECKING:
     from ..tools import Tool
+    from .journal import Journal
     from .reports import ReportBuilder
 
 __all__ = ["Emit", "HeldTurn", "Outcome", "RunPlan", "check_max_turns", "new_plan"]
@@ -60,6 +61,15 @@ class RunPlan:
     """What agents called as tools during the run cost."""
     guard: TurnGuard = field(default_factory=TurnGuard)
     """Refuses the run's answers once its question was undone (:mod:`aniki.sessions._guard`)."""
+    journal: Journal | None = None
+    """The run's journal in its session's store (:mod:`aniki._run.once`), once made."""
+    unjournaled: bool = False
+    """Whether the run keeps no journal (its store keeps no derived state)."""
+    journaled: bool = False
+    """Whether the run has an entry in the journal that it holds."""
+    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """By call id: what the journal recorded of calls a recovered or resumed run finds
+    claimed (``{"result": ...}`` when it returned)."""
 
 
 @dataclass(frozen=True, slots=True)

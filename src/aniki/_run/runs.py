@@ -11,32 +11,89 @@ observer, if any (:mod:`aniki._run.observe`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+from ..errors import UserError
 from ..messages import Message
 from ..result import RunResult
 from ..sessions import _session_io as session_io
-from . import approvals, observe
+from . import approvals, observe, once, recovery
 from .deadline import Deadline
-from .loop import execute, prepare, store
+from .handoffs import find_agent
+from .journal import release
+from .loop import execute, prepare, store, switch_agent
 from .plan import Emit, Outcome, RunPlan
 from .streaming import StreamedRun
 
-__all__ = ["result", "resume", "run", "stream"]
+__all__ = ["end", "journaled", "recover", "result", "resume", "run", "stream"]
+
+logger = logging.getLogger("aniki")
+T = TypeVar("T")
 
 
 async def run(plan: RunPlan, user: Message, timeout: float | None) -> RunResult[Any]:
     """Run ``plan`` on the user message ``user`` until its agent answers in text, or stops
     for approval."""
-    return await _observed(plan, Deadline(timeout).bound(_whole(plan, user)))
+    return await _observed(plan, Deadline(timeout).bound(journaled(plan, _whole(plan, user))))
+
+
+async def journaled(plan: RunPlan, work: Awaitable[T], *, last: bool = True) -> T:
+    """``work``, the run's journal entry ended with it: on success by the run itself, on a
+    failure here (in the background, so the failure is raised at once), or, when the
+    process dies first, by ``Runner.recover``. ``last``: the run ends with ``work``."""
+    try:
+        return await work
+    except BaseException:
+        if plan.journaled:
+            ending = asyncio.ensure_future(once.finish(plan))
+            ending.add_done_callback(_retrieve)
+        release(plan.journal.token if plan.journal is not None else None)
+        raise
+    finally:
+        if last:
+            release(plan.journal.token if plan.journal is not None else None)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("could not mark a failed run ended: %s", task.exception())
 
 
 async def resume(
     plan: RunPlan, approve: Sequence[str], deny: Sequence[str], timeout: float | None
 ) -> RunResult[Any]:
     """Decide the calls held in ``plan``'s session and let its agent go on."""
-    return await _observed(plan, Deadline(timeout).bound(_resumed(plan, approve, deny)))
+    return await _observed(
+        plan, Deadline(timeout).bound(journaled(plan, _resumed(plan, approve, deny)))
+    )
+
+
+async def recover(plan: RunPlan, timeout: float | None) -> RunResult[Any] | None:
+    """Finish the cut run ``plan.context.run_id`` (``None``: another worker took it first)."""
+    found: RunResult[Any] | None = await Deadline(timeout).bound(journaled(plan, _recovered(plan)))
+    return found
+
+
+async def _recovered(plan: RunPlan) -> RunResult[Any] | None:
+    entry = await recovery.take_cut(plan)
+    if entry is None:
+        return None
+    held_by = str(entry.get("agent", ""))
+    if held_by and held_by != plan.agent.name:
+        target = find_agent(plan.agent, held_by)
+        if target is None:
+            raise UserError(
+                f"run {plan.context.run_id!r} was cut while agent {held_by!r} answered; "
+                f"recover it with that agent (or one that hands off to it), not "
+                f"{plan.agent.name!r}"
+            )
+        await switch_agent(plan, target)
+    outcome = await recovery.go_on(plan, entry)
+    await end(plan, outcome)
+    return await result(plan, outcome)
 
 
 def stream(plan: RunPlan, user: Message, timeout: float | None) -> StreamedRun[Any]:
@@ -50,13 +107,16 @@ def stream(plan: RunPlan, user: Message, timeout: float | None) -> StreamedRun[A
     async def produce(emit: Emit, started: Awaitable[None]) -> Outcome:
         plan.emit = emit
         await started
-        return await execute(plan, user, first)
+        return await journaled(plan, execute(plan, user, first), last=False)
 
     async def finish(outcome: Outcome) -> RunResult[Any]:
-        if outcome.pending:
-            outcome.history = await store(plan, outcome.pending)
-        await approvals.keep_held(plan, outcome)
-        return await result(plan, outcome)
+        async def stored() -> RunResult[Any]:
+            if outcome.pending:
+                outcome.history = await store(plan, outcome.pending)
+            await end(plan, outcome)
+            return await result(plan, outcome)
+
+        return await journaled(plan, stored())
 
     observed = observe.observe_stream(plan)
     return StreamedRun(start, produce, finish, deadline=Deadline(timeout), observed=observed)
@@ -71,12 +131,22 @@ async def _whole(plan: RunPlan, user: Message) -> RunResult[Any]:
     await prepare(plan)
     stored = await store(plan, [user])
     outcome = await execute(plan, user, Outcome(history=stored))
-    await approvals.keep_held(plan, outcome)
+    await end(plan, outcome)
     return await result(plan, outcome)
 
 
+async def end(plan: RunPlan, outcome: Outcome) -> None:
+    """Keep the turn the run stopped at for approval, or mark its journal entry ended."""
+    if outcome.held is not None:
+        await once.hold(plan, outcome.held)
+    else:
+        await once.finish(plan)
+
+
 async def _resumed(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) -> RunResult[Any]:
-    return await result(plan, await approvals.resume(plan, approve, deny))
+    outcome = await approvals.resume(plan, approve, deny)
+    await end(plan, outcome)
+    return await result(plan, outcome)
 
 
 async def result(plan: RunPlan, outcome: Outcome) -> RunResult[Any]:

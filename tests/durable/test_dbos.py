@@ -1,0 +1,214 @@
+"""aniki.durable on DBOS, on SQLite and on PostgreSQL: a durable run writes the history a plain
+run writes; a run killed inside a tool resumes on recovery without repeating the recorded model
+calls and tool calls; a run held for approval waits for ``decide`` and goes on.
+
+Run as ``python -m tests.durable.test_dbos SYSTEM_DB STORE RUN_ID LOG`` it is the worker
+process the crash test kills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from dbos import DBOS
+
+from aniki import Agent, Message, Runner, tool
+from aniki.durable import DurableAgent
+from aniki.messages import ToolCall
+from aniki.providers.base import ModelRequest, ModelResponse
+from aniki.sessions import open_session
+from aniki.testing import MockProvider
+
+from ..servers import postgres_dsn
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG_ENV = "ANIKI_DURABLE_TEST_LOG"
+KILL_ENV = "ANIKI_DURABLE_TEST_KILL"
+
+
+def _log(line: str) -> None:
+    """Append ``line`` to the side-effect log (one line per side effect)."""
+    with open(os.environ[LOG_ENV], "a", encoding="utf-8") as log:
+        log.write(line + "\n")
+        log.flush()
+        os.fsync(log.fileno())
+
+
+def _reply(request: ModelRequest) -> ModelResponse:
+    """Ask for ``first``, then ``second``, then answer in text: logs each call."""
+    answered = sum(1 for m in request.messages if m.role == "tool")
+    _log(f"model {answered}")
+    if answered == 0:
+        return ModelResponse(tool_calls=(ToolCall("call_1", "first", '{"x": 2}'),))
+    if answered == 1:
+        return ModelResponse(tool_calls=(ToolCall("call_2", "second"),))
+    return ModelResponse(content="done")
+
+
+def first(x: int) -> str:
+    """Double x."""
+    _log("first")
+    return str(2 * x)
+
+
+def second() -> str:
+    """Say ok; the first call dies by SIGKILL when the kill marker file does not exist yet."""
+    _log("second start")
+    marker = os.environ.get(KILL_ENV)
+    if marker and not os.path.exists(marker):
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    _log("second done")
+    return "ok"
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refund an order."""
+    _log(f"refund {order}")
+    return f"refunded {order}"
+
+
+def _agent(name: str = "Durable") -> Agent[Any]:
+    return Agent(name, model="m", provider=MockProvider(handler=_reply), tools=[first, second])
+
+
+def _launch(system_db: str) -> None:
+    DBOS(
+        config={
+            "name": "aniki-durable-test",
+            "system_database_url": system_db,
+            "log_level": "WARNING",
+            "notification_listener_polling_interval_sec": 0.05,
+        }
+    )
+    DBOS.launch()
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(system database URL, session store URL): SQLite files, or a fresh PostgreSQL
+    database for both, dropped afterwards."""
+    os.environ[LOG_ENV] = str(tmp_path / "effects.log")
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'dbos.sqlite'}", f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        base = postgres_dsn()
+        name = f"aniki_durable_{uuid.uuid4().hex[:10]}"
+        admin = base.rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        url = base.rsplit("/", 1)[0] + "/" + name
+        try:
+            yield url, url
+        finally:
+            DBOS.destroy(destroy_registry=True)
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    DBOS.destroy(destroy_registry=True)
+    os.environ.pop(LOG_ENV, None)
+    os.environ.pop(KILL_ENV, None)
+
+
+def _effects() -> list[str]:
+    return Path(os.environ[LOG_ENV]).read_text(encoding="utf-8").splitlines()
+
+
+async def _plain_history() -> tuple[Message, ...]:
+    """The history a plain run (no DBOS) writes for the same message."""
+    session = open_session("memory:", "plain")
+    await Runner().run(_agent(), message="go", session=session)
+    return tuple(session.get_messages())
+
+
+async def test_durable_history_equals_a_plain_runs(backend: tuple[str, str]) -> None:
+    system_db, store = backend
+    durable = DurableAgent(_agent(), store)
+    _launch(system_db)
+    result = await durable.run("go", session_id="s1", run_id="run-1")
+    assert result.content == "done"
+    assert result.run_id == "run-1"
+    stored = tuple(open_session(store, "s1").get_messages())
+    assert stored == result.messages
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert _effects() == ["model 0", "first", "model 1", "second start", "second done", "model 2"]
+    again = await durable.run("go", session_id="s1", run_id="run-1")  # same id: the record
+    assert again.messages == result.messages
+    assert len(_effects()) == 6
+    assert stored == await _plain_history()
+
+
+async def test_a_run_killed_inside_a_tool_resumes_without_repeating_steps(
+    backend: tuple[str, str], tmp_path: Path
+) -> None:
+    system_db, store = backend
+    env = {**os.environ, KILL_ENV: str(tmp_path / "killed")}
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.durable.test_dbos", system_db, store, "run-k"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+    assert _effects() == ["model 0", "first", "model 1", "second start"]
+
+    durable = DurableAgent(_agent(), store)
+    _launch(system_db)  # recovers the pending workflow
+    result = await durable.result("run-k")
+    assert result.content == "done"
+    effects = _effects()
+    assert effects.count("model 0") == 1 and effects.count("model 1") == 1
+    assert effects.count("first") == 1
+    assert effects[4:] == ["second start", "second done", "model 2"]
+    stored = tuple(open_session(store, "s-k").get_messages())
+    assert stored == result.messages == await _plain_history()
+
+
+async def test_a_run_held_for_approval_waits_for_decide(backend: tuple[str, str]) -> None:
+    system_db, store = backend
+    provider = MockProvider()
+    provider.enqueue_response(tool_calls=[{"id": "call_r", "name": "refund", "arguments": '{"order": "42"}'}])
+    provider.enqueue_response(content="refunded")
+    durable = DurableAgent(Agent("Refunds", model="m", provider=provider, tools=[refund]), store)
+    _launch(system_db)
+    run_id = await durable.start("refund 42", session_id="s-a", run_id="run-a")
+    for _ in range(200):  # until the run holds the call (at most 10 s)
+        held = open_session(store, "s-a").get_messages()
+        if held and held[-1].tool_calls:
+            break
+        await asyncio.sleep(0.05)
+    assert [c.name for c in held[-1].tool_calls] == ["refund"]
+    await asyncio.sleep(0.3)
+    status = await (await DBOS.retrieve_workflow_async(run_id)).get_status()
+    assert status.status == "PENDING"  # waiting in recv
+    assert not Path(os.environ[LOG_ENV]).exists()  # not called before the decision
+    await durable.decide(run_id, approve=["call_r"])
+    result = await durable.result(run_id)
+    assert result.content == "refunded"
+    assert result.pending_approvals == ()
+    assert _effects() == ["refund 42"]
+    assert [m.content for m in result.messages if m.role == "tool"] == ["refunded 42"]
+
+
+def _child(system_db: str, store: str, run_id: str) -> None:
+    """The worker the crash test kills inside ``second``."""
+    durable = DurableAgent(_agent(), store)
+    _launch(system_db)
+    asyncio.run(durable.run("go", session_id="s-k", run_id=run_id))
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:4])

@@ -128,7 +128,7 @@ class DurableAgent:
         user = Message.from_dict(message) if isinstance(message, dict) else message
         session = self.open_session(session_id)
         try:
-            with steps.using(DBOSSteps()):
+            with steps.using(DBOSSteps(session)):
                 return _record(await self._drive(user, session, run_id))
         finally:
             if isinstance(self._sessions, str):

@@ -50,15 +50,19 @@ def _reply(request: ModelRequest) -> ModelResponse:
     return ModelResponse(tool_calls=(ToolCall(f"call_{text}", "note", json.dumps({"text": text})),))
 
 
-async def note(text: str) -> str:
+def note(text: str) -> str:
     """Append ``text`` to the side-effect log unless it is there already (``text`` is the
     idempotency key); log every execution to the attempts log."""
-    await asyncio.sleep(random.uniform(0.0, 0.05))  # widen the window a kill can land in
+    time.sleep(random.uniform(0.0, 0.05))  # widen the window a kill can land in
     path = Path(os.environ[LOG_ENV])
     _append(path.with_suffix(".attempts"), text)
-    if text not in (path.read_text(encoding="utf-8").splitlines() if path.exists() else []):
+    if text not in _lines(path):
         _append(path, text)
     return f"noted {text}"
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
 def _append(path: Path, line: str) -> None:
@@ -171,11 +175,8 @@ async def _check(
     store: str, texts: list[str], left: list[str], log: Path, kills: int, elapsed: float
 ) -> int:
     """Print the figures; 0 when every check holds."""
-    effects = Counter(log.read_text(encoding="utf-8").splitlines() if log.exists() else [])
-    attempts_log = log.with_suffix(".attempts")
-    attempts = (
-        len(attempts_log.read_text(encoding="utf-8").splitlines()) if attempts_log.exists() else 0
-    )
+    effects = Counter(_lines(log))
+    attempts = len(_lines(log.with_suffix(".attempts")))
     duplicates = sum(n - 1 for n in effects.values() if n > 1)
     missing = [t for t in texts if effects[t] == 0]
     differing = 0

@@ -9,12 +9,13 @@ process the crash test kills.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,10 @@ import pytest
 from dbos import DBOS
 
 from aniki import Agent, Message, Runner, tool
-from aniki.durable import DurableAgent
-from aniki.messages import ToolCall
+from aniki.durable import DurableAgent, SessionOpener
+from aniki.messages import MessageLike, ToolCall
 from aniki.providers.base import ModelRequest, ModelResponse
-from aniki.sessions import open_session
+from aniki.sessions import SQLiteSession, open_session
 from aniki.testing import MockProvider
 
 from ..servers import postgres_dsn
@@ -34,6 +35,7 @@ from ..servers import postgres_dsn
 ROOT = Path(__file__).resolve().parents[2]
 LOG_ENV = "ANIKI_DURABLE_TEST_LOG"
 KILL_ENV = "ANIKI_DURABLE_TEST_KILL"
+APPEND_KILL_ENV = "ANIKI_DURABLE_TEST_KILL_AFTER_APPEND"
 
 
 def _log(line: str) -> None:
@@ -70,6 +72,20 @@ def second() -> str:
         os.kill(os.getpid(), signal.SIGKILL)
     _log("second done")
     return "ok"
+
+
+class _DiesAfterAppend(SQLiteSession):
+    """Dies by SIGKILL right after appending the answer to ``call_2``, before DBOS records
+    the write (once: while the marker file does not exist)."""
+
+    def add_messages(self, messages: Iterable[MessageLike]) -> None:
+        batch = list(messages)
+        super().add_messages(batch)
+        marker = os.environ.get(APPEND_KILL_ENV)
+        answers = [m.tool_call_id for m in batch if isinstance(m, Message)]
+        if marker and "call_2" in answers and not os.path.exists(marker):
+            Path(marker).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 @tool(requires_approval=True)
@@ -123,7 +139,22 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
 
 
 def _effects() -> list[str]:
-    return Path(os.environ[LOG_ENV]).read_text(encoding="utf-8").splitlines()
+    log = Path(os.environ[LOG_ENV])
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+def _run_child(
+    system_db: str, store: str, marker: Path, where: str = KILL_ENV
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the worker that dies by SIGKILL inside ``second``, or after the append of its
+    answer with ``where=APPEND_KILL_ENV`` (see :func:`_child`)."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.durable.test_dbos", system_db, store, "run-k"],
+        cwd=ROOT,
+        env={**os.environ, where: str(marker)},
+        capture_output=True,
+        timeout=60,
+    )
 
 
 async def _plain_history() -> tuple[Message, ...]:
@@ -161,14 +192,7 @@ async def test_a_run_killed_inside_a_tool_resumes_without_repeating_steps(
     backend: tuple[str, str], tmp_path: Path
 ) -> None:
     system_db, store = backend
-    env = {**os.environ, KILL_ENV: str(tmp_path / "killed")}
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.durable.test_dbos", system_db, store, "run-k"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        timeout=60,
-    )
+    child = await asyncio.to_thread(_run_child, system_db, store, tmp_path / "killed")
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
     assert _effects() == ["model 0", "first", "model 1", "second start"]
 
@@ -182,6 +206,28 @@ async def test_a_run_killed_inside_a_tool_resumes_without_repeating_steps(
     assert effects[4:] == ["second start", "second done", "model 2"]
     stored = tuple(open_session(store, "s-k").get_messages())
     assert stored == result.messages == await _plain_history()
+
+
+async def test_a_write_done_but_not_recorded_is_not_appended_again(tmp_path: Path) -> None:
+    os.environ[LOG_ENV] = str(tmp_path / "effects.log")
+    system_db, db = f"sqlite:///{tmp_path / 'dbos.sqlite'}", tmp_path / "store.db"
+    try:
+        child = await asyncio.to_thread(
+            _run_child, system_db, str(db), tmp_path / "killed", APPEND_KILL_ENV
+        )
+        assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+        assert [m.tool_call_id for m in SQLiteSession("s-k", db).get_messages()][-1] == "call_2"
+
+        durable = DurableAgent(_agent(), f"sqlite:///{db}")
+        _launch(system_db)
+        result = await durable.result("run-k")
+        assert _effects().count("second done") == 1  # the tool step was recorded
+        stored = SQLiteSession("s-k", db).get_messages()
+        assert [m.tool_call_id for m in stored].count("call_2") == 1
+        assert stored == result.messages == await _plain_history()
+    finally:
+        DBOS.destroy(destroy_registry=True)
+        os.environ.pop(LOG_ENV, None)
 
 
 async def test_a_run_held_for_approval_waits_for_decide(backend: tuple[str, str]) -> None:
@@ -203,7 +249,7 @@ async def test_a_run_held_for_approval_waits_for_decide(backend: tuple[str, str]
     status = await (await DBOS.retrieve_workflow_async(run_id)).get_status()
     assert status.status == "PENDING"  # waiting in recv
     assert len(provider.requests) == 1
-    assert not Path(os.environ[LOG_ENV]).exists()  # not called before the decision
+    assert _effects() == []  # not called before the decision
     await durable.decide(run_id, approve=["call_r"])
     result = await durable.result(run_id)
     assert result.content == "refunded"
@@ -214,7 +260,10 @@ async def test_a_run_held_for_approval_waits_for_decide(backend: tuple[str, str]
 
 def _child(system_db: str, store: str, run_id: str) -> None:
     """The worker the crash test kills inside ``second``."""
-    durable = DurableAgent(_agent(), store)
+    opener: str | SessionOpener = store
+    if os.environ.get(APPEND_KILL_ENV):
+        opener = functools.partial(_DiesAfterAppend, path=store.removeprefix("sqlite:///"))
+    durable = DurableAgent(_agent(), opener)
     _launch(system_db)
     asyncio.run(durable.run("go", session_id="s-k", run_id=run_id))
 

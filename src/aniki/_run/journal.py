@@ -28,6 +28,7 @@ import os
 import random
 import socket
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,9 @@ _HOST = socket.gethostname()
 def _holder() -> dict[str, Any]:
     return {"host": _HOST, "pid": os.getpid(), "start": _process_start()}
 
+
+_SEEN: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+"""By store object: the journal value this process last wrote there."""
 
 _ACTIVE: set[str] = set()
 """The tokens of the journals this process's runs hold now."""
@@ -140,6 +144,10 @@ class Journal:
         self.token = os.urandom(8).hex()
         self._known: Any = None
         self._read = False
+        try:  # the value this process last saw: a swap against it needs no read first
+            self._known, self._read = _SEEN[owner], True
+        except (KeyError, TypeError):
+            pass
 
     # -- the whole value, changed by compare-and-swap --------------------------------------
 
@@ -165,6 +173,10 @@ class Journal:
             _prune(state)
             if await self._swap(before, state):
                 self._known = state
+                try:
+                    _SEEN[self._owner] = state
+                except TypeError:  # an owner that cannot be weakly referenced
+                    pass
                 return answer
             self._read = False
             await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))

@@ -8,6 +8,7 @@ from .. import __version__
 from .chat import chat
 from .demo import demo
 from .inspect_cmd import inspect_command
+from .runs_cmd import runs
 from .sessions_cmd import sessions
 
 __all__ = ["cli"]
@@ -27,4 +28,5 @@ def cli() -> None:
 cli.add_command(chat)
 cli.add_command(demo)
 cli.add_command(inspect_command)
+cli.add_command(runs)
 cli.add_command(sessions)

@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aniki import Message
 from aniki.sessions import open_session
+from aniki.sessions._capabilities import capabilities_of
 
-from .test_cli import EXIT_USAGE, env_for
+from .test_cli import EXIT_FAILED, EXIT_USAGE, env_for
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "tests.cli._runs_agent:agent"
@@ -19,7 +21,9 @@ AGENT = "tests.cli._runs_agent:agent"
 CHILD = """
 import sys
 from aniki import Runner
+from aniki import Message
 from aniki.sessions import open_session
+from aniki.sessions._capabilities import capabilities_of
 from tests.cli._runs_agent import agent
 session = open_session(sys.argv[1], sys.argv[2])
 result = Runner().run_sync(agent, message=sys.argv[3], session=session)
@@ -144,8 +148,23 @@ async def test_a_bad_agent_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
         ("tests.cli._runs_agent:not_an_agent", "is a str, not an aniki.Agent"),
         ("tests.cli._runs_agent", "write MODULE:ATTR"),
     ):
-        code, out, err = await aniki(tmp_path, "runs", "recover", "--store", store, "--agent", reference)
+        code, out, err = await aniki(
+            tmp_path, "runs", "recover", "--store", store, "--agent", reference
+        )
         assert code == EXIT_USAGE, (reference, err)
         assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
         assert said in err and "Traceback" not in err
         assert out == ""
+
+
+async def test_an_unreadable_journal_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    assert run_child(tmp_path, "held", "refund order 42", crash=False) == 0
+    broken = open_session(url_of(tmp_path), "broken")
+    broken.add_message(Message("user", "hello"))
+    set_meta = capabilities_of(broken).set_meta
+    assert set_meta is not None
+    set_meta("aniki.runs", {"v": 99, "runs": {}})
+    code, out, err = await aniki(tmp_path, "runs", "list", "--store", url_of(tmp_path), "--json")
+    assert code == EXIT_FAILED
+    assert [run["session"] for run in json.loads(out)] == ["held"]
+    assert "left out of the list" in err and "broken" in err and "Traceback" not in err

@@ -20,8 +20,19 @@ from rich.text import Text
 from .._run.journal import RunInfo, runs_of
 from .._secrets import hide_password
 from ..agent import Agent
+from ..errors import StoreError
 from ..sessions._capabilities import capabilities_of
-from ._common import EXIT_USAGE, console, default_store_url, fail, handle_errors, plain, text
+from ._common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    console,
+    default_store_url,
+    fail,
+    handle_errors,
+    plain,
+    text,
+    warn,
+)
 from ._stores import absent, list_sessions, open_store_session, split_reference
 from .sessions_cmd import store_option
 
@@ -48,21 +59,35 @@ def list_command(session_id: str | None, store: str | None, as_json: bool) -> No
     Calls: done (its result is recorded), claimed (it started; it may have run),
     waiting (not started).
 
+    Sessions whose journal cannot be read are left out with a warning each, and the
+    command then exits with 1.
+
     SESSION_ID is an id in --store, or URL#ID to name another store.
     """
-    url, ids = _targets(session_id, store)
+    problems: list[StoreError] = []
+    url, ids = _targets(session_id, store, problems)
     found: list[tuple[str, RunInfo]] = []
     for sid in ids:
-        with _opened(url, sid) as session:
-            found.extend((sid, info) for info in asyncio.run(runs_of(session)))
+        try:
+            with _opened(url, sid) as session:
+                found.extend((sid, info) for info in asyncio.run(runs_of(session)))
+        except StoreError as unreadable:  # one session: the others are still listed
+            problems.append(unreadable)
     if as_json:
         sys.stdout.write(json.dumps([_as_dict(sid, info) for sid, info in found], indent=2))
         sys.stdout.write("\n")
-        return
-    if not found:
+    elif found:
+        _print_table(url, found)
+    else:
         where = f"session {session_id!r}" if session_id else "any session"
         console.print(f"no runs in {text(where)} of {text(hide_password(url))}")
-        return
+    for problem in problems:
+        warn(f"left out of the list: {problem}")
+    if problems:
+        raise SystemExit(EXIT_FAILED)
+
+
+def _print_table(url: str, found: list[tuple[str, RunInfo]]) -> None:
     table = Table(title=Text(f"runs in {hide_password(url)}"), title_justify="left")
     for column in ("run", "session", "state", "agent", "last change (UTC)", "open calls"):
         table.add_column(column, overflow="fold")
@@ -120,7 +145,9 @@ def load_agent(reference: str) -> Agent[Any]:
     with one error line when it cannot be imported or is not an Agent."""
     module_name, sep, attr = reference.partition(":")
     if not sep or not module_name or not attr:
-        fail(f"--agent {reference!r}: write MODULE:ATTR, e.g. myapp.agents:support", code=EXIT_USAGE)
+        fail(
+            f"--agent {reference!r}: write MODULE:ATTR, e.g. myapp.agents:support", code=EXIT_USAGE
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -139,11 +166,13 @@ def load_agent(reference: str) -> Agent[Any]:
     return found  # type: ignore[no-any-return]
 
 
-def _targets(session_id: str | None, store: str | None) -> tuple[str, list[str]]:
+def _targets(
+    session_id: str | None, store: str | None, problems: list[StoreError] | None = None
+) -> tuple[str, list[str]]:
     """The store URL and the ids of the sessions to look at."""
     default = store or default_store_url()
     if session_id is None:
-        return default, [info.id for info in list_sessions(default)]
+        return default, [info.id for info in list_sessions(default, problems=problems)]
     found = split_reference(session_id, default)
     if found is None:
         fail(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from aniki import Agent, Message, Runner, RunInProgressError, ToolCall, UserError, tool
+from aniki import Agent, Message, RunInProgressError, Runner, ToolCall, UserError, tool
 from aniki._run.journal import KEY
 from aniki.providers.base import ModelRequest
 from aniki.sessions import EncryptedSession
@@ -111,7 +111,7 @@ async def test_two_concurrent_resumes_run_the_approved_call_once(
     assert len(won) == 1 and len(lost) == 1, outcomes
     assert isinstance(lost[0], (RunInProgressError, UserError)), repr(lost[0])
     assert ran.count("refund") == 1, ran
-    stored = await history(store.session("race"))
+    stored = await history(store.session("race") if store.shared else first)
     check_history(stored)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "tool", "assistant"]
 
@@ -151,10 +151,11 @@ async def test_an_entry_awaiting_a_call_never_made_is_refused(store: Store) -> N
     ran: list[str] = []
     session = store.session("edited")
     agent = await hold(store, session, ran)
-    journal = await resolve(session.get_meta(KEY))
+    owner = meta_owner(session)
+    journal = await resolve(owner.get_meta(KEY))
     (entry,) = [e for e in journal["runs"].values() if e.get("state") == "held"]
     entry["awaiting"] = ["call_forged"]
-    await resolve(session.set_meta(KEY, journal))
+    await resolve(owner.set_meta(KEY, journal))
     for approve in (["call_forged"], [REFUND.id]):
         with pytest.raises(UserError):
             await Runner().resume(agent, approve=approve, session=session)
@@ -162,16 +163,20 @@ async def test_an_entry_awaiting_a_call_never_made_is_refused(store: Store) -> N
     check_history(await history(session))
 
 
-def _raw_owner(session: Any) -> Any:
-    """The object whose meta holds the journal as stored (sealed, for an encrypted one)."""
-    return session.inner if isinstance(session, EncryptedSession) else session
+def meta_owner(session: Any, *, raw: bool = False) -> Any:
+    """The object whose meta holds the journal: the first in the chain of wrapped sessions
+    with ``get_meta`` (with ``raw``, below any encryption: the value as stored, sealed)."""
+    found = session
+    while not hasattr(found, "get_meta") or (raw and isinstance(found, EncryptedSession)):
+        found = found.inner
+    return found
 
 
 async def test_a_replayed_journal_does_not_run_the_call_again(store: Store) -> None:
     ran: list[str] = []
     session = store.session("replay")
     agent = await hold(store, session, ran)
-    owner = _raw_owner(session)
+    owner = meta_owner(session, raw=True)
     saved = await resolve(owner.get_meta(KEY))
     assert saved is not None
     done = await Runner().resume(agent, approve=[REFUND.id], session=session)
@@ -212,4 +217,63 @@ async def test_two_runs_with_one_run_id_at_once(store: Store, objects: str) -> N
     lost = [o for o in outcomes if isinstance(o, BaseException)]
     assert len(lost) == 1 and isinstance(lost[0], RunInProgressError), outcomes
     assert ran == ["slow"], ran
-    check_history(await history(store.session("same-run")))
+    check_history(await history(store.session("same-run") if store.shared else first))
+
+
+def once_agent(ran: list[str], during: Any = None) -> Agent:
+    """Asks for the idempotent ``slow`` once, then answers; ``during()`` is awaited inside
+    the tool's first call, after its side effect."""
+
+    @tool(idempotent=True)
+    async def slow() -> str:
+        """Take a while."""
+        ran.append("slow")
+        if during is not None and len(ran) == 1:
+            await during()
+        return "slow done"
+
+    def model(request: ModelRequest) -> MockReply:
+        if request.messages[-1].role == "user":
+            return MockReply(tool_calls=(SLOW,))
+        return MockReply(content="Done")
+
+    return Agent("Worker", model="m", provider=MockProvider(handler=model), tools=[slow])
+
+
+async def test_a_replayed_running_entry_is_not_run_again(store: Store) -> None:
+    """The journal as it stood while the call ran (claimed, no result), written back after
+    the run ended: ``recover`` finds the turn stored and runs nothing."""
+    ran: list[str] = []
+    session = store.session("replay-running")
+    owner = meta_owner(session, raw=True)
+    saved: list[Any] = []
+
+    async def save() -> None:
+        saved.append(await resolve(owner.get_meta(KEY)))
+
+    agent = once_agent(ran, save)
+    assert (await Runner().run(agent, message="go", session=session)).content == "Done"
+    await resolve(owner.set_meta(KEY, saved[0]))
+    await Runner().recover(agent, session=session)
+    assert ran == ["slow"], "a replayed claim made the tool run again"
+    stored = await history(session)
+    check_history(stored)
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_fork_made_during_a_run_has_no_run_to_recover(store: Store) -> None:
+    ran: list[str] = []
+    session = store.session("fork-live")
+    if not hasattr(session, "fork"):
+        pytest.skip(f"{type(session).__name__} has no fork()")
+    forks: list[Any] = []
+
+    async def fork() -> None:
+        forks.append(await resolve(session.fork("fork-live-copy")))
+        store.opened.append(forks[-1])
+
+    agent = once_agent(ran, fork)
+    assert (await Runner().run(agent, message="go", session=session)).content == "Done"
+    recovered = await Runner().recover(agent, session=forks[0])
+    assert ran == ["slow"], f"recover on the fork ran the call again ({len(recovered)} runs)"
+    assert recovered == []

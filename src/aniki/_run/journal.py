@@ -24,6 +24,7 @@ unknown. (:mod:`aniki._run.recovery` does that.)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -144,10 +145,8 @@ class Journal:
         self.token = os.urandom(8).hex()
         self._known: Any = None
         self._read = False
-        try:  # the value this process last saw: a swap against it needs no read first
-            self._known, self._read = _SEEN[owner], True
-        except (KeyError, TypeError):
-            pass
+        with contextlib.suppress(KeyError, TypeError):  # the value last written here:
+            self._known, self._read = _SEEN[owner], True  # a swap against it needs no read
 
     # -- the whole value, changed by compare-and-swap --------------------------------------
 
@@ -173,10 +172,8 @@ class Journal:
             _prune(state)
             if await self._swap(before, state):
                 self._known = state
-                try:
+                with contextlib.suppress(TypeError):  # not weakly referable: not kept
                     _SEEN[self._owner] = state
-                except TypeError:  # an owner that cannot be weakly referenced
-                    pass
                 return answer
             self._read = False
             await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
@@ -255,7 +252,11 @@ async def runs_of(session: Any) -> list[RunInfo]:
     if journal is None:
         return []
     state = await journal.load()
-    found = [_info(run_id, entry) for run_id, entry in state["runs"].items()]
+    found = [
+        _info(run_id, entry)
+        for run_id, entry in state["runs"].items()
+        if entry.get("session", journal.session_id) == journal.session_id  # not a fork's copy
+    ]
     return sorted(found, key=lambda info: -info.updated)
 
 

@@ -103,6 +103,7 @@ async def cut_runs(session: Any) -> list[str]:
         (float(entry.get("updated", 0)), run_id)
         for run_id, entry in state["runs"].items()
         if entry.get("state") == "running"
+        and entry.get("session") == found.session_id  # not one a fork copied
         and not holder_alive(entry.get("holder"), entry.get("until"), entry.get("token"))
     ]
     return [run_id for _, run_id in sorted(cut)]
@@ -120,6 +121,7 @@ async def take_cut(plan: RunPlan) -> dict[str, Any] | None:
         if (
             entry is None
             or entry.get("state") != "running"
+            or entry.get("session") != journal.session_id
             or holder_alive(entry.get("holder"), entry.get("until"), entry.get("token"))
         ):
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from dbos import DBOS, Queue, SetWorkflowID, WorkflowHandleAsync
@@ -117,14 +118,15 @@ class DurableAgent:
         payload: str | dict[str, Any] = (
             message.to_dict() if isinstance(message, Message) else message
         )
-        with SetWorkflowID(run_id) if run_id else _no_id():
+        with SetWorkflowID(run_id) if run_id else nullcontext():
             if queue is None:
                 return await DBOS.start_workflow_async(self._workflow, payload, session_id)
             return await queue.enqueue_async(self._workflow, payload, session_id)
 
     async def _body(self, message: str | dict[str, Any], session_id: str) -> dict[str, Any]:
         run_id = DBOS.workflow_id
-        assert run_id is not None
+        if run_id is None:  # DBOS calls this only as a workflow, which always has an id
+            raise RuntimeError("a durable run must run as a DBOS workflow")
         user = Message.from_dict(message) if isinstance(message, dict) else message
         session = self.open_session(session_id)
         try:
@@ -195,11 +197,3 @@ async def _close(session: Session | AsyncSession) -> None:
     close = getattr(session, "close", None)
     if close is not None:
         close()
-
-
-class _no_id:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

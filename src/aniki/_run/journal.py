@@ -58,7 +58,7 @@ KEY = "aniki.runs"
 LEASE = 60.0
 """Seconds a holder's claim stands after its last write, seen from another machine."""
 
-KEEP_DONE = 32
+KEEP_DONE = 16
 """Ended runs a session's journal remembers (so that they are not run again)."""
 
 _VERSION = 1

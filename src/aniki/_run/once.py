@@ -161,11 +161,10 @@ async def finish(plan: RunPlan) -> None:
         entry = state["runs"].get(found.run_id)
         if entry is None or entry.get("token") != found.token:
             return  # taken over (its new holder ends it) or forgotten
-        state["runs"][found.run_id] = {
+        state["runs"][found.run_id] = {  # kept small: every later swap carries it
             "state": "done",
             "agent": entry.get("agent", ""),
-            "session": found.session_id,
-            "updated": time.time(),
+            "updated": round(time.time(), 3),
         }
 
     await found.change(edit)

@@ -252,11 +252,6 @@ async def test_a_write_done_but_not_recorded_is_not_appended_again(tmp_path: Pat
         os.environ.pop(LOG_ENV, None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the run engine keeps a held turn only in its run journal, which is off while a "
-    "Steps is in force: aniki._run.once.hold raises UserError under a durable executor",
-)
 async def test_a_run_held_for_approval_waits_for_decide(backend: tuple[str, str]) -> None:
     system_db, store = backend
     provider = MockProvider()

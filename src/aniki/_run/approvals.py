@@ -73,10 +73,18 @@ async def resume(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) -> 
     (until it answers, or stops for approval again)."""
     session_id = str(plan.session.id)
     wanted = _ids(approve, "approve") | _ids(deny, "deny")
-    looking = journal_of(plan.session, "")
+    looking = journal_of(plan.session, "", held=True)
     if looking is None:
         raise UserError(f"no tool call awaits approval in session {session_id!r}")
-    run_id, entry = _held(await looking.load(), wanted, session_id)
+    state = await looking.load()
+    replayed: dict[str, Any] | None = (
+        state["runs"].get(plan.context.run_id) if looking.durable else None
+    )
+    entry: dict[str, Any]
+    if replayed is not None and replayed.get("state") == "running":  # its first attempt took it
+        run_id, entry = plan.context.run_id, replayed
+    else:
+        run_id, entry = _held(state, wanted, session_id)
     held_by = entry.get("agent", "")
     if held_by != plan.agent.name:
         target = find_agent(plan.agent, held_by)  # handed off to during the run
@@ -87,13 +95,15 @@ async def resume(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) -> 
                 f"{plan.agent.name!r}"
             )
         await switch_agent(plan, target)
-    awaiting = _checked(entry, session_id)
-    decided = decisions(awaiting, approve, deny, session_id)
+    if entry is replayed:  # decided by its first attempt
+        decided = dict(entry.get("decided") or {})
+    else:
+        decided = decisions(_checked(entry, session_id), approve, deny, session_id)
     base = await last_id(plan.session)
     plan.context.run_id = run_id
-    journal = journal_of(plan.session, run_id)
+    journal = journal_of(plan.session, run_id, held=True)
     assert journal is not None
-    if entry.get("session") != session_id or entry.get("base") != base:
+    if entry is not replayed and (entry.get("session") != session_id or entry.get("base") != base):
         await _drop(journal)
         raise UserError(
             f"the tool calls held in session {session_id!r} can no longer be resumed: the "
@@ -164,10 +174,10 @@ def _take(
     entry = state["runs"].get(journal.run_id)
     if entry is None or entry.get("state") == "done":
         raise UserError(f"no tool call awaits approval in session {journal.session_id!r}")
-    if entry.get("state") != "held":
+    if entry.get("state") != "held" and not (journal.durable and entry.get("state") == "running"):
         raise RunInProgressError(journal.run_id, journal.session_id, "resumed by another caller")
     taken = journal.take(state, entry, plan.agent.name)
-    taken["decided"] = decided
+    taken["decided"] = taken.get("decided") or decided
     for key in ("awaiting", "base"):
         taken.pop(key, None)
     return dict(taken)

@@ -143,6 +143,9 @@ class Journal:
         self._owner = owner
         self._can = capabilities_of(owner)
         self.token = os.urandom(8).hex()
+        self.durable = False
+        """Whether a durable executor runs the run: a replay of it may find the entry as
+        its first attempt left it, and takes it over."""
         self._known: Any = None
         self._read = False
         with contextlib.suppress(KeyError, TypeError):  # the value last written here:
@@ -196,6 +199,8 @@ class Journal:
     def mine(self, state: dict[str, Any]) -> dict[str, Any]:
         """This run's entry, held by this journal; else :class:`RunInProgressError`."""
         entry: dict[str, Any] | None = state["runs"].get(self.run_id)
+        if entry is not None and self.durable:
+            entry["token"] = self.token
         if entry is None or entry.get("token") != self.token:
             raise RunInProgressError(self.run_id, self.session_id, "its claim was taken over")
         entry["until"] = time.time() + LEASE
@@ -230,16 +235,22 @@ class Journal:
             raise RunInProgressError(self.run_id, self.session_id)
 
 
-def journal_of(session: Any, run_id: str) -> Journal | None:
+def journal_of(session: Any, run_id: str, *, held: bool = False) -> Journal | None:
     """The journal of run ``run_id`` in ``session``'s store; ``None`` when the store keeps
-    no derived state, or a durable executor keeps the run's journal instead."""
-    if steps.current() is not None:
+    no derived state, or a durable executor keeps the run's journal instead. With ``held``
+    (a turn held for approval, and its resume), also under a durable executor: the turn is
+    kept here, and the executor, which runs each run once, is its only holder
+    (:attr:`Journal.durable`)."""
+    durable = steps.current() is not None
+    if durable and not held:
         return None
     found = session
     for _ in range(8):
         can = capabilities_of(found)
         if can.get_meta is not None and can.set_meta is not None:
-            return Journal(session, found, run_id)
+            journal = Journal(session, found, run_id)
+            journal.durable = durable
+            return journal
         found = can.inner
         if found is None:
             return None

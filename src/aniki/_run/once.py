@@ -124,7 +124,7 @@ def unknown_outcome(call: ToolCall) -> Message:
 async def hold(plan: RunPlan, held: HeldTurn) -> None:
     """Keep the run's turn stopped for approval: held, bound to this session and to the
     last message it holds now."""
-    found = journal(plan)
+    found = journal(plan) or journal_of(plan.session, plan.context.run_id, held=True)
     if found is None:
         raise UserError(
             f"{type(plan.session).__name__} keeps no derived state (get_meta/set_meta), so a "

@@ -80,7 +80,8 @@ async def _settle(
             answers[call.id] = Message.from_dict(record["result"])
         elif decided.get(call.id) is False:
             answers[call.id] = denied_message(call)
-        elif record is not None:  # claimed: it may have run
+        elif record is not None and not (plan.journal is not None and plan.journal.durable):
+            # claimed: it may have run (under a durable executor its step says)
             plan.recorded[call.id] = record
             to_run.append(call)
         else:  # never claimed: approved now, or a call the crash came before

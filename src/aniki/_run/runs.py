@@ -118,8 +118,16 @@ def stream(plan: RunPlan, user: Message, timeout: float | None) -> StreamedRun[A
 
         return await journaled(plan, stored())
 
+    def aborted() -> None:  # the run may have finished in the background: end its entry
+        if plan.journaled:
+            ending = asyncio.ensure_future(once.finish(plan))
+            ending.add_done_callback(_retrieve)
+        release(plan.journal.token if plan.journal is not None else None)
+
     observed = observe.observe_stream(plan)
-    return StreamedRun(start, produce, finish, deadline=Deadline(timeout), observed=observed)
+    return StreamedRun(
+        start, produce, finish, deadline=Deadline(timeout), observed=observed, aborted=aborted
+    )
 
 
 def _observed(plan: RunPlan, work: Awaitable[RunResult[Any]]) -> Awaitable[RunResult[Any]]:

@@ -72,12 +72,14 @@ class StreamedRun(Generic[OutputT]):
         *,
         deadline: Deadline | None = None,
         observed: RunObservation = UNOBSERVED,
+        aborted: Callable[[], None] | None = None,
     ):
         self._start = start
         self._produce = produce
         self._finish = finish
         self._deadline = deadline if deadline is not None else Deadline(None)
         self._observed = observed
+        self._aborted = aborted
         self._queue: asyncio.Queue[StreamEvent | _Finished | _Failed] = asyncio.Queue()
         self._started: asyncio.Future[None] | None = None
         self._task: asyncio.Future[None] | None = None
@@ -152,6 +154,8 @@ class StreamedRun(Generic[OutputT]):
             # Wait for the user message to be stored, but not past the run's deadline.
             with contextlib.suppress(Exception):
                 await self._deadline.bound(asyncio.shield(self._started))
+        if self._aborted is not None and self.result is None:
+            self._aborted()
         self._observed.aborted()
 
     async def aclose(self) -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "holder_alive",
     "journal_of",
     "release",
+    "runs_in",
     "runs_of",
 ]
 
@@ -259,14 +260,20 @@ def journal_of(session: Any, run_id: str, *, held: bool = False) -> Journal | No
 
 async def runs_of(session: Any) -> list[RunInfo]:
     """The runs ``session``'s journal remembers, the newest first."""
-    journal = journal_of(session, "")
+    journal = journal_of(session, "", held=True)
     if journal is None:
         return []
-    state = await journal.load()
+    return runs_in(await journal.load(), journal.session_id)
+
+
+def runs_in(value: Any, session_id: str) -> list[RunInfo]:
+    """The runs a stored journal ``value`` of session ``session_id`` remembers, the newest
+    first (``CorruptStoreError`` for a value this version cannot read)."""
+    state = _checked(value, session_id)
     found = [
         _info(run_id, entry)
         for run_id, entry in state["runs"].items()
-        if entry.get("session", journal.session_id) == journal.session_id  # not a fork's copy
+        if entry.get("session", session_id) == session_id  # not a copy a fork made
     ]
     return sorted(found, key=lambda info: -info.updated)
 

@@ -61,6 +61,7 @@ def create_app(url: str) -> Starlette:
         Route("/call", inspector.call),
         Route("/usage", inspector.usage),
         Route("/search", inspector.search),
+        Route("/runs", inspector.runs),
         Route("/export", inspector.export),
         Route("/attachment", inspector.attachment),
         Route("/inspector.css", inspector.stylesheet),
@@ -235,6 +236,14 @@ class _Inspector:
             limit=SEARCH_HITS,
         )
 
+    async def runs(self, request: Request) -> Response:
+        session_id = _session_id(request)
+        found = await self._read(lambda reader: reader.runs(session_id))
+        when = {info.run_id: _utc(info.updated) for info in found}
+        return self._page(
+            "runs.html", title=f"{session_id}: runs", session_id=session_id, runs=found, when=when
+        )
+
     async def export(self, request: Request) -> Response:
         session_id = _session_id(request)
         fmt = request.query_params.get("format", "jsonl")
@@ -378,3 +387,7 @@ def _pager(start: int, size: int, total: int) -> dict[str, int | None]:
         "next": start + size if start + size < total else None,
         "last": last if start + size < total else None,
     }
+
+
+def _utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")

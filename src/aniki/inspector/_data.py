@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._run.journal import KEY, RunInfo, runs_in
 from .._secrets import hide_password
 from ..errors import UserError
 from ..messages import Message
@@ -221,6 +222,11 @@ class StoreReader:
         """Every message of a session, a page at a time."""
         for _, message in _scan(self._session(session_id), 0):
             yield message
+
+    def runs(self, session_id: str) -> list[RunInfo]:
+        """The runs the session's run journal remembers, the newest first."""
+        get_meta = capabilities_of(self._session(session_id)).get_meta
+        return [] if get_meta is None else runs_in(get_meta(KEY), session_id)
 
     def _summary(self, session_id: str) -> tuple[str, int] | None:
         """The stored summary's text and how many messages it covers."""

@@ -43,6 +43,14 @@ EXPECTED = {
         "gen_ai.tool.call.id=call_2",
         "gen_ai.usage.cache_read.input_tokens=256, gen_ai.response.finish_reasons=stop",
     ],
+    "durable.py": [
+        "worker ended by signal 9",
+        "stored before recovery: ['user']",
+        "Done: lamp reserved; lamp shipped",
+        "stored: ['user', 'assistant', 'tool', 'tool', 'assistant']",
+        "reserve ran 1 time(s)",
+        "ship ran 2 time(s), with 1 idempotency key(s)",
+    ],
     "mcp_tools.py": [
         "tools from the MCP server: shop_order_status, shop_return_policy",
         "tool: Order A-1009: shipped with PostNord, arriving Thursday.",

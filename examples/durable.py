@@ -80,9 +80,8 @@ def main(path: str) -> None:
     lines = LEDGER.read_text().splitlines()
     keys = {line.split("key=")[1] for line in lines if line.startswith("ship")}
     print(f"reserve ran {sum(line.startswith('reserved') for line in lines)} time(s)")
-    print(
-        f"ship ran {sum(line.startswith('ship') for line in lines)} time(s), with {len(keys)} idempotency key(s)"
-    )
+    ships = sum(line.startswith("ship") for line in lines)
+    print(f"ship ran {ships} time(s), with {len(keys)} idempotency key(s)")
 
 
 if __name__ == "__main__":

@@ -89,3 +89,23 @@ def test_inspect_times_every_page_in_every_store(tmp_path: Path) -> None:
             assert (store, name) in pages, (store, name, rows)
     assert all(float(row[2]) > 0 and float(row[3]) > 0 for row in rows), rows
     assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"
+
+
+def test_dbos_reports_per_run_cost_and_throughput_on_both_databases(tmp_path: Path) -> None:
+    rows = _rows("bench_dbos.py", tmp_path)
+    figures = {(row[0], row[1]): float(row[2]) for row in rows}
+    expected = (
+        "per run, plain Runner.run (ms)",
+        "per run, DurableAgent.run (ms)",
+        "per run, DurableAgent.run / plain",
+        "per run, workflow awaited on its start handle (ms)",
+        "per run, start handle / plain",
+        "throughput, 10 queued runs, 1 worker (runs/s)",
+        "throughput, 10 queued runs, 3 workers (runs/s)",
+        "throughput, 3 workers / 1 worker",
+    )
+    for database in ("sqlite", "postgres"):
+        for figure in expected:
+            assert figures.get((figure, database), 0.0) > 0, (figure, database, rows)
+    assert len(rows) == 2 * len(expected), rows
+    assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"

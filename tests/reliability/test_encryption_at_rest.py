@@ -22,7 +22,8 @@ HISTORY = [
     Message("tool", f"charged {SECRET}", tool_call_id="c1"),
     Message("assistant", "Done \U0001f4b3"),
 ]
-PIECES = [b"4242-9876", b"8812", "\U0001f4b3".encode(), b"Remember", b"charged"]
+# Long enough not to turn up by chance in ciphertext, ids or binary pages ("8812" alone did).
+PIECES = [b"4242-9876", b"PIN 8812", "\U0001f4b3".encode(), b"Remember", b"charged"]
 
 
 def test_no_plaintext_at_rest_and_keys_rotate(store: Store) -> None:

@@ -27,6 +27,11 @@ SessionOpener = Callable[[str], "Session | AsyncSession"]
 """Opens the session with the given id."""
 
 
+_POLL = 0.05
+"""Seconds between two looks at the system database for a run that another process runs
+(DBOS's default, 1 s, would add up to a second to every wait)."""
+
+
 class DurableAgent:
     """An :class:`~aniki.Agent` whose runs are DBOS workflows that survive a crash.
 
@@ -83,7 +88,8 @@ class DurableAgent:
     ) -> RunResult[Any]:
         """Run the workflow with id ``run_id`` (a fresh one when ``None``) and wait for its
         result. Calling it again with a finished run's id returns that run's result."""
-        return await self.result(await self.start(message, session_id=session_id, run_id=run_id))
+        handle = await self._start(None, message, session_id, run_id)
+        return self._result_of(await handle.get_result(polling_interval_sec=_POLL))
 
     async def start(
         self, message: str | Message, *, session_id: str, run_id: str | None = None
@@ -103,7 +109,7 @@ class DurableAgent:
     async def result(self, run_id: str) -> RunResult[Any]:
         """Wait for the run ``run_id`` (started in any process) and return its result."""
         handle: WorkflowHandleAsync[dict[str, Any]] = await DBOS.retrieve_workflow_async(run_id)
-        return self._result_of(await handle.get_result())
+        return self._result_of(await handle.get_result(polling_interval_sec=_POLL))
 
     async def decide(
         self, run_id: str, *, approve: Sequence[str] = (), deny: Sequence[str] = ()

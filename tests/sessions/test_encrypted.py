@@ -46,7 +46,8 @@ def test_no_plaintext_reaches_the_store(tmp_path: Path, kind: str) -> None:
     assert session.get_messages(limit=1) == (HISTORY[3],)
     assert session.get_meta("summary") == {"text": f"the user shared {SECRET}"}
     data = raw_bytes(tmp_path)
-    assert b"4242" not in data
+    # The card number whole: four digits alone turn up by chance in random ids and times.
+    assert b"4242-4242" not in data
     assert "💳".encode() not in data
     assert b"charge" in data  # tool names stay readable, by design
     # A restart with the key reads everything back.

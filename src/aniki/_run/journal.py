@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import random
 import socket
@@ -76,10 +77,16 @@ def _process_start() -> str:
 
 
 _HOST = socket.gethostname()
+_STARTS: dict[int, str] = {}
+"""This process's start time, by process id (a forked child has its own)."""
 
 
 def _holder() -> dict[str, Any]:
-    return {"host": _HOST, "pid": os.getpid(), "start": _process_start()}
+    pid = os.getpid()
+    start = _STARTS.get(pid)
+    if start is None:
+        start = _STARTS[pid] = _process_start()
+    return {"host": _HOST, "pid": pid, "start": start}
 
 
 _SEEN: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -185,6 +192,32 @@ class Journal:
             f"the run journal of session {self.session_id!r} changed under every one of "
             f"{_TRIES} tries; nothing was changed"
         )
+
+    def try_now(self, edit: Callable[[dict[str, Any]], Any]) -> bool:
+        """:meth:`change` as one try in the calling thread, against the value last read or
+        written here, for a store whose calls block (from its worker thread); whether it
+        took. It raises nothing: on any failure, :meth:`change` is the way."""
+        swap = self._can.swap_meta
+        if swap is None or not self._can.blocking or not self._read:
+            return False
+        before = self._known
+        try:
+            state = _checked(before, self.session_id)
+            state = {"v": _VERSION, "runs": {k: dict(v) for k, v in state["runs"].items()}}
+            edit(state)
+            _prune(state)
+            done = swap(KEY, before, state)
+        except Exception:  # change() tries again, and reports it
+            return False
+        if inspect.iscoroutine(done):  # a store that looked synchronous but is not
+            done.close()
+            return False
+        if done is not True:
+            return False
+        self._known = state
+        with contextlib.suppress(TypeError):
+            _SEEN[self._owner] = state
+        return True
 
     async def _swap(self, before: Any, after: dict[str, Any]) -> bool:
         swap, put = self._can.swap_meta, self._can.set_meta

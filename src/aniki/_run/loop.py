@@ -190,7 +190,7 @@ async def _answered(
     outcome.content = assistant.content
     spec = plan.agent.output
     if spec is None:
-        await commit(plan, outcome, [assistant])
+        await commit(plan, outcome, [assistant], last=True)
         outcome.output = assistant.content
         return True
     try:
@@ -203,7 +203,7 @@ async def _answered(
             return False
         await commit(plan, outcome, [assistant])
         raise
-    await commit(plan, outcome, [assistant])
+    await commit(plan, outcome, [assistant], last=True)
     return True
 
 
@@ -217,22 +217,31 @@ def _correction(invalid: OutputValidationError) -> str:
     )
 
 
-async def commit(plan: RunPlan, outcome: Outcome, messages: list[Message]) -> None:
-    """Store ``messages`` (a stream keeps them pending until it completes)."""
+async def commit(
+    plan: RunPlan, outcome: Outcome, messages: list[Message], *, last: bool = False
+) -> None:
+    """Store ``messages`` (a stream keeps them pending until it completes); ``last``: the
+    run's answer, after which its journal entry ends (in the same trip to the store's
+    worker thread where it can: :func:`aniki._run.once.ending`)."""
     outcome.corrections = []  # the model answered again: its earlier slip is behind it
     outcome.new_messages.extend(messages)
     if plan.streaming:
         outcome.pending.extend(messages)
     else:
-        outcome.history = await store(plan, messages)
+        outcome.history = await store(plan, messages, then=once.ending(plan) if last else None)
 
 
-async def store(plan: RunPlan, messages: Sequence[Message]) -> Sequence[Message] | None:
+async def store(
+    plan: RunPlan, messages: Sequence[Message], *, then: Callable[[], object] | None = None
+) -> Sequence[Message] | None:
     """Append ``messages`` to the run's session under its guard; the history after, when
     the store returns it at no extra cost (``None`` under a durable executor: its write is a
-    step, and the next read asks the store)."""
+    step, and the next read asks the store). ``then``: as
+    :func:`aniki.sessions._session_io.append_then_read` runs it."""
     if steps.current() is None:
-        return await session_io.append_then_read(plan.session, messages, guard=plan.guard)
+        return await session_io.append_then_read(
+            plan.session, messages, guard=plan.guard, then=then
+        )
 
     async def write() -> None:
         await session_io.append_then_read(plan.session, messages, guard=plan.guard)
@@ -323,9 +332,20 @@ def _bind(middleware: Middleware, context: Context, call_next: CallNext) -> Call
 
 
 async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
-    """Run every call concurrently; results come back in call order."""
+    """Run every call concurrently; results come back in call order. The caller stores
+    them (or keeps them in a held turn) as soon as this returns."""
+    running = [len(calls)]
+
+    def last() -> bool:
+        return running[0] == 1
 
     async def run_one(call: ToolCall) -> Message:
+        try:
+            return await _run_one(call)
+        finally:
+            running[0] -= 1
+
+    async def _run_one(call: ToolCall) -> Message:
         if plan.emit is not None:
             plan.emit(ToolCallStarted(call))
         tool = plan.tools.get(call.name)
@@ -340,7 +360,10 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
             )
         else:
             message = await once.once(
-                plan, call, lambda: steps.tool_call(call, lambda: _invoke(plan, tool, call))
+                plan,
+                call,
+                lambda: steps.tool_call(call, lambda: _invoke(plan, tool, call)),
+                last=last,
             )
         if plan.emit is not None:
             plan.emit(ToolCallCompleted(call, message))

@@ -19,7 +19,17 @@ from ..sessions import _session_io as session_io
 from .journal import Journal, journal_of
 from .plan import HeldTurn, RunPlan
 
-__all__ = ["finish", "hold", "journal", "last_id", "once", "open_turn", "unknown_outcome"]
+__all__ = [
+    "claim",
+    "ending",
+    "finish",
+    "hold",
+    "journal",
+    "last_id",
+    "once",
+    "open_turn",
+    "unknown_outcome",
+]
 
 
 def journal(plan: RunPlan) -> Journal | None:
@@ -74,10 +84,21 @@ async def claim(plan: RunPlan, calls: Sequence[ToolCall]) -> None:
     await found.change(edit)
 
 
-async def once(plan: RunPlan, call: ToolCall, work: Callable[[], Awaitable[Message]]) -> Message:
+async def once(
+    plan: RunPlan,
+    call: ToolCall,
+    work: Callable[[], Awaitable[Message]],
+    *,
+    last: Callable[[], bool] = lambda: False,
+) -> Message:
     """``work()`` (the call, claimed by :func:`open_turn`), its result recorded as it returns;
     after a crash, the recorded result, or for a call that may have run, ``work()`` again
-    only if its tool is idempotent (else a tool message saying the outcome is unknown)."""
+    only if its tool is idempotent (else a tool message saying the outcome is unknown).
+
+    ``last()`` says, once the call has returned, whether it is the last call of its turn
+    still running: a run that stores each turn as it completes then writes the result
+    with the turn (or the held entry) at once, and it needs no record of its own: a crash
+    before that write finds it claimed, as it would before a record."""
     recorded = plan.recorded.get(call.id)
     if recorded is not None:
         if recorded.get("result"):
@@ -88,7 +109,8 @@ async def once(plan: RunPlan, call: ToolCall, work: Callable[[], Awaitable[Messa
             await _record(plan, call, message)
             return message
     message = await work()
-    await _record(plan, call, message)
+    if plan.streaming or not last():
+        await _record(plan, call, message)
     return message
 
 
@@ -152,11 +174,31 @@ async def hold(plan: RunPlan, held: HeldTurn) -> None:
 
 
 async def finish(plan: RunPlan) -> None:
-    """Mark the run ended (when it journaled anything)."""
+    """Mark the run ended (when it journaled anything, and :func:`ending` did not)."""
     found = plan.journal
     if found is None or not plan.journaled:
         return
+    await found.change(_ended(found))
+    plan.journaled = False
 
+
+def ending(plan: RunPlan) -> Callable[[], None] | None:
+    """The end of the run's entry as one blocking try, for the store's worker thread to
+    run right after it stores the run's answer: one trip there instead of two. Should the
+    try fail (a lost race, an error), :func:`finish` ends the entry as usual. ``None``
+    when the run holds no entry."""
+    found = plan.journal
+    if found is None or not plan.journaled:
+        return None
+
+    def end_now() -> None:
+        if found.try_now(_ended(found)):
+            plan.journaled = False
+
+    return end_now
+
+
+def _ended(found: Journal) -> Callable[[dict[str, Any]], None]:
     def edit(state: dict[str, Any]) -> None:
         entry = state["runs"].get(found.run_id)
         if entry is None or entry.get("token") != found.token:
@@ -167,8 +209,7 @@ async def finish(plan: RunPlan) -> None:
             "updated": round(time.time(), 3),
         }
 
-    await found.change(edit)
-    plan.journaled = False
+    return edit
 
 
 async def last_id(session: Any) -> str | None:

@@ -111,25 +111,36 @@ async def _read(session: Any, blocking: bool) -> Sequence[Message]:
 
 
 async def append_then_read(
-    session: Any, messages: Sequence[Message], *, guard: TurnGuard | None = None
+    session: Any,
+    messages: Sequence[Message],
+    *,
+    guard: TurnGuard | None = None,
+    then: Callable[[], object] | None = None,
 ) -> Sequence[Message]:
     """:func:`append`, then :func:`read`: in one round trip when the store can fuse them,
     and in one trip to a worker thread for a store whose calls block.
 
     Under a run's ``guard`` the store appends only while the run's user message is still
-    stored (see :mod:`aniki.sessions._guard`); else :class:`~aniki.TurnUndoneError`."""
+    stored (see :mod:`aniki.sessions._guard`); else :class:`~aniki.TurnUndoneError`.
+    ``then`` (a blocking call that raises nothing) runs right after a successful write in
+    the same trip to the worker thread, for a store whose calls block; else not at all."""
     if guard is not None:
         try:
             with guarding(guard):
-                return await append_then_read(session, messages)
+                return await append_then_read(session, messages, then=then)
         except HistoryMoved:
             raise TurnUndoneError(str(session.id), messages) from None
     can = capabilities_of(session)
     batch = list(messages)
     if can.blocking:
-        history: Sequence[Message] = await call(
-            True, lambda: _append_then_read_now(session, can, batch)
-        )
+
+        def work() -> Any:
+            history = _append_then_read_now(session, can, batch)
+            if then is not None and not inspect.isawaitable(history):
+                then()
+            return history
+
+        history: Sequence[Message] = await call(True, work)
         return history
     fused = can.add_then_get if batch else None
     if fused is not None:

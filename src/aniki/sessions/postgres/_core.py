@@ -230,7 +230,6 @@ class PostgresCore(FlowCore[Query]):
         holds an equal value (another key order), the swap is tried again with that text.
         """
         params: dict[str, Any] = {"sid": self.id, "key": _meta_key(key)}
-        wanted = meta_json(key, expected)
         text = None if value is None else encode_meta(key, value)
         guess = None if expected is None else encode_meta(key, expected)
         q = self._sql
@@ -251,7 +250,7 @@ class PostgresCore(FlowCore[Query]):
             current = (
                 None if stored is None else meta_json(key, decode_meta(stored, store=self.store))
             )
-            if current != wanted:
+            if current != meta_json(key, expected):
                 return False
             guess = stored
         return False  # rewritten with equal values each time: let the caller read again

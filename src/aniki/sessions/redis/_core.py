@@ -242,7 +242,6 @@ class RedisCore(FlowCore[Eval | Pipeline]):
         value (another key order), the swap is tried again with that text.
         """
         check_meta_key(key)
-        wanted = meta_json(key, expected)
         text = "" if value is None else encode_meta(key, value)
         guess = "" if expected is None else encode_meta(key, expected)
         for _ in range(SWAP_ROUNDS):
@@ -253,7 +252,7 @@ class RedisCore(FlowCore[Eval | Pipeline]):
                 return True
             stored = _text(reply[2])
             current = meta_json(key, decode_meta(stored, store=self.store)) if stored else None
-            if current != wanted:
+            if current != meta_json(key, expected):
                 return False
             guess = stored
         return False  # rewritten with equal values each time: let the caller read again

@@ -252,13 +252,14 @@ class SQLiteSession(Closing):
         ``value=None`` deletes it.
         """
         check_meta_key(key)
-        wanted = meta_json(key, expected)
+        guess = None if expected is None else encode_meta(key, expected)
         text = None if value is None else encode_meta(key, value)
         db = self._database
 
         def matches(stored: str | None) -> bool:
-            current = None if stored is None else meta_json(key, _decode_meta(db, stored))
-            return current == wanted
+            if stored is None or guess is None or stored == guess:  # the usual case: as
+                return stored == guess  # written, compared without decoding
+            return meta_json(key, _decode_meta(db, stored)) == meta_json(key, expected)
 
         return db.swap_meta(self._id, key, matches, text)
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import UserError
 from ..messages import Message, ToolCall
 from ..sessions import _session_io as session_io
+from ..sessions._capabilities import capabilities_of
 from .journal import Journal, journal_of
 from .plan import HeldTurn, RunPlan
 
@@ -213,6 +214,13 @@ def _ended(found: Journal) -> Callable[[dict[str, Any]], None]:
 
 
 async def last_id(session: Any) -> str | None:
-    """The id of the last message ``session`` holds (``None`` when it holds none)."""
-    history = await session_io.read(session)
-    return history[-1].id if history else None
+    """The id of the last message ``session`` holds (``None`` when it holds none): one
+    message read from a store that reads the recent ones alone, else its whole history."""
+    can = capabilities_of(session)
+    if can.limited:
+        recent: Sequence[Message] = await session_io.call(
+            can.blocking, lambda: session.get_messages(limit=1)
+        )
+    else:
+        recent = await session_io.read(session)
+    return recent[-1].id if recent else None

@@ -5,7 +5,9 @@ queued runs scale across worker processes.
    asks for one tool, then answers), each opening the run's session from the same store URL
    and closing it afterwards. SQLite system database and SQLite store in a temporary folder,
    then a fresh PostgreSQL system database (created and dropped) with the store on the test
-   database. Target: DBOS/plain <= 2.
+   database. Target: DBOS/plain <= 2. For scale, DBOS's own floor: a workflow of as many
+   empty steps as the durable run takes (two model calls, one tool call, three session
+   writes each after a length step: 9), on the same system database.
 2. Throughput: N runs put on one DBOS queue, run by 1 worker process, then by 3 worker
    processes sharing the system database (each worker runs up to 8 at a time; the tool
    sleeps 5 ms to stand for I/O). Runs per second from the first enqueue to the last run
@@ -41,6 +43,8 @@ from aniki.testing import MockProvider
 POSTGRES = os.environ.get("ANIKI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 QUEUE = "aniki-bench"
 SLEEP_ENV = "ANIKI_BENCH_TOOL_SLEEP"
+FLOOR_STEPS = 9
+"""The DBOS steps of one durable run of the bench's agent."""
 
 
 def _reply(request: ModelRequest) -> ModelResponse:
@@ -88,7 +92,6 @@ async def _latency(system_db: str, store: str, runs: int, rounds: int) -> dict[s
 
     agent = _agent()
     durable = DurableAgent(agent, store)
-    _launch(system_db, "bench-latency", listen=False)
     runner = Runner()
 
     async def plain(session_id: str) -> None:
@@ -105,7 +108,19 @@ async def _latency(system_db: str, store: str, runs: int, rounds: int) -> dict[s
         started = await DBOS.start_workflow_async(durable._workflow, "ship", session_id)
         await started.get_result()
 
-    calls = {"plain": plain, "dbos": dbos, "handle": handle}
+    async def empty() -> None:
+        return None
+
+    @DBOS.workflow(name="aniki-bench-floor")
+    async def floor_workflow() -> None:
+        for _ in range(FLOOR_STEPS):
+            await DBOS.run_step_async({"name": "empty"}, empty)
+
+    async def floor(session_id: str) -> None:
+        await (await DBOS.start_workflow_async(floor_workflow)).get_result()
+
+    calls = {"plain": plain, "dbos": dbos, "handle": handle, "floor": floor}
+    _launch(system_db, "bench-latency", listen=False)
     times: dict[str, list[float]] = {name: [] for name in calls}
     for round_number in range(rounds + 1):  # round 0 (one run each) is a warm-up
         for name, call in calls.items():
@@ -261,6 +276,8 @@ def _report(database: str, system_db: str, store: str, sizes: dict[str, int]) ->
     _row("per run, DurableAgent.run / plain", database, dbos / plain, "<= 2")
     _row("per run, workflow awaited on its start handle (ms)", database, latency["handle"])
     _row("per run, start handle / plain", database, latency["handle"] / plain, "<= 2")
+    _row(f"per run, DBOS floor: {FLOOR_STEPS} empty steps (ms)", database, latency["floor"])
+    _row("per run, DurableAgent.run over the floor (ms)", database, dbos - latency["floor"])
     a, b = statistics.median(one), statistics.median(three)
     queued = sizes["queued"]
     _row(f"throughput, {queued} queued runs, 1 worker (runs/s)", database, a)

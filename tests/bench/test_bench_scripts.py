@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tests.servers import postgres_dsn, redis_url
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -100,6 +101,7 @@ def test_dbos_reports_per_run_cost_and_throughput_on_both_databases(tmp_path: Pa
         "per run, DurableAgent.run / plain",
         "per run, workflow awaited on its start handle (ms)",
         "per run, start handle / plain",
+        "per run, DBOS floor: 9 empty steps (ms)",
         "throughput, 10 queued runs, 1 worker (runs/s)",
         "throughput, 10 queued runs, 3 workers (runs/s)",
         "throughput, 3 workers / 1 worker",
@@ -107,5 +109,10 @@ def test_dbos_reports_per_run_cost_and_throughput_on_both_databases(tmp_path: Pa
     for database in ("sqlite", "postgres"):
         for figure in expected:
             assert figures.get((figure, database), 0.0) > 0, (figure, database, rows)
-    assert len(rows) == 2 * len(expected), rows
+        over = figures[("per run, DurableAgent.run over the floor (ms)", database)]
+        floor = figures[("per run, DBOS floor: 9 empty steps (ms)", database)]
+        assert over == pytest.approx(
+            figures[("per run, DurableAgent.run (ms)", database)] - floor, abs=0.02
+        )
+    assert len(rows) == 2 * (len(expected) + 1), rows
     assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"

@@ -455,13 +455,19 @@ class LlamaServer:
         threads: int | None = None,
         timeout: float = 90.0,
         port: int | None = None,
+        chat_format: str | None = None,
     ) -> Iterator[LlamaServer]:
         """Start a server, wait (at most ``timeout`` seconds) until it answers, stop it after.
 
+        ``chat_format`` is the server's ``--chat_format`` (``"chatml-function-calling"`` makes
+        real tool calls); by default the model's own template, which makes none.
         Raises :class:`LiveUnavailable` when it is not installed and :class:`LiveServerError`
         when it does not come up.
         """
-        server = cls.launch(log_path, runtime=runtime, n_ctx=n_ctx, threads=threads, port=port)
+        server = cls.launch(
+            log_path, runtime=runtime, n_ctx=n_ctx, threads=threads, port=port,
+            chat_format=chat_format,
+        )  # fmt: skip
         try:
             server.wait_ready(timeout)
             yield server
@@ -477,6 +483,7 @@ class LlamaServer:
         n_ctx: int = 2048,
         threads: int | None = None,
         port: int | None = None,
+        chat_format: str | None = None,
     ) -> LlamaServer:
         """Start the process (not waiting for it: see :meth:`wait_ready`), on ``port`` or a
         free one."""
@@ -494,6 +501,8 @@ class LlamaServer:
             # concurrent streams would be cut short instead of taking turns.
             "--interrupt_requests", "false",
         ]  # fmt: skip
+        if chat_format:
+            command += ["--chat_format", chat_format]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "wb") as log:
             process = subprocess.Popen(

@@ -15,6 +15,7 @@ from ..errors import (
 )
 from ..events import ReasoningDelta, StreamRestarted, TextDelta
 from ..providers.base import ModelRequest, ModelResponse
+from . import observe
 
 if TYPE_CHECKING:
     from .plan import RunPlan
@@ -52,11 +53,15 @@ def _backoff(base: float, attempt: int) -> float:
 async def _stream_once(plan: RunPlan, request: ModelRequest, received: list[bool]) -> ModelResponse:
     assert plan.provider is not None, "prepare() builds the provider before the first turn"
     response: ModelResponse | None = None
+    delivered = False
     async for item in plan.provider.stream(request):
         received[0] = True
         if isinstance(item, (TextDelta, ReasoningDelta)):
             if response is not None:
                 raise StreamInterruptedError("the provider sent text after its final reply")
+            if not delivered:
+                delivered = True
+                observe.first_chunk()
             if item.text and plan.emit is not None:
                 plan.emit(item)
         elif isinstance(item, ModelResponse):

@@ -22,7 +22,14 @@ if TYPE_CHECKING:
     from ..tools import Tool
     from .plan import Outcome, RunPlan
 
-__all__ = ["OBSERVER", "UNOBSERVED", "Observer", "RunObservation", "observe_stream"]
+__all__ = [
+    "OBSERVER",
+    "UNOBSERVED",
+    "Observer",
+    "RunObservation",
+    "first_chunk",
+    "observe_stream",
+]
 
 CallModel = Callable[["ModelRequest"], Awaitable["ModelResponse"]]
 
@@ -70,6 +77,11 @@ class Observer(Protocol):
         """Await the equivalent of ``tool.invoke(call, context)``."""
         ...
 
+    def first_chunk(self) -> None:
+        """The streamed model call under way (the ``model_call`` this runs inside) received
+        its first text or reasoning; a stream retried after a break begins again."""
+        ...
+
 
 OBSERVER: Observer | None = None
 """The observer every run reports to; ``None``: no one is watching."""
@@ -92,6 +104,12 @@ class _Unobserved:
 
 
 UNOBSERVED: RunObservation = _Unobserved()
+
+
+def first_chunk() -> None:
+    """Tell :data:`OBSERVER`, if any, that a stream delivered its first text or reasoning."""
+    if OBSERVER is not None:
+        OBSERVER.first_chunk()
 
 
 def observe_stream(plan: RunPlan) -> RunObservation:

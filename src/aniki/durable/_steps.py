@@ -23,6 +23,7 @@ def response_to_dict(response: ModelResponse) -> dict[str, Any]:
         "message": response.to_message().to_dict(),
         "finish_reason": response.finish_reason,
         "model": response.model,
+        "id": response.id,
     }
 
 
@@ -36,6 +37,7 @@ def response_from_dict(data: dict[str, Any]) -> ModelResponse:
         finish_reason=data["finish_reason"],
         model=data["model"],
         reasoning=message.reasoning,
+        id=data.get("id"),
     )
 
 

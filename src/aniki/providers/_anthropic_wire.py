@@ -280,6 +280,7 @@ def parse_message(data: Any) -> ModelResponse:
         finish_reason=finish_reason(data.get("stop_reason")),
         model=model if isinstance(model, str) else None,
         reasoning=tuple(reasoning),
+        id=data.get("id") if isinstance(data.get("id"), str) else None,
     )
 
 
@@ -307,9 +308,8 @@ class EventAccumulator:
         self._thinking: dict[int, dict[str, Any]] = {}  # by block index, in arrival order
         self._new_thinking: list[str] = []
         self._calls = ToolCallAssembler()
-        self._start_usage: dict[str, Any] = {}
+        self._start: dict[str, Any] = {}  # message_start's message: id, model, usage
         self._end_usage: dict[str, Any] = {}
-        self._model: str | None = None
         self._stop_reason: Any = None
         self.stopped = False
 
@@ -318,9 +318,7 @@ class EventAccumulator:
         event = require_mapping(event, "a stream event")
         kind = event.get("type")
         if kind == "message_start":
-            message = require_mapping(event.get("message"), "message_start.message")
-            self._model = message.get("model") if isinstance(message.get("model"), str) else None
-            self._start_usage = _mapping(message.get("usage"))
+            self._start = require_mapping(event.get("message"), "message_start.message")
         elif kind == "content_block_start":
             return self._start_block(event)
         elif kind == "content_block_delta":
@@ -389,11 +387,13 @@ class EventAccumulator:
         """The whole reply; :class:`IncompleteStream` if ``message_stop`` never came."""
         if not self.stopped:
             raise IncompleteStream("the stream ended before message_stop")
+        start = self._start
         return ModelResponse(
             content="".join(self._text),
             tool_calls=self._calls.calls(),
-            usage=_usage(_merged_usage(self._start_usage, self._end_usage)),
+            usage=_usage(_merged_usage(_mapping(start.get("usage")), self._end_usage)),
             finish_reason=finish_reason(self._stop_reason),
-            model=self._model,
+            model=start.get("model") if isinstance(start.get("model"), str) else None,
+            id=start.get("id") if isinstance(start.get("id"), str) else None,
             reasoning=tuple(_reasoning(block) for block in self._thinking.values()),
         )

@@ -14,6 +14,7 @@ HTTP 408, client-side timeout           ``ProviderTimeoutError``
 refused / DNS failure                   ``ProviderConnectionError`` ("could not connect")
 reset or cut off once connected         ``ProviderConnectionError`` (says it connected)
 HTTP 4xx naming the context length      ``ContextWindowExceededError``
+HTTP 4xx/5xx refusing the request shape ``BadRequestError`` (names ``compat=``)
 any other HTTP 4xx                      ``BadRequestError``
 HTTP 5xx, anything else                 ``ProviderError``
 a stream that broke part-way            ``StreamInterruptedError``
@@ -51,6 +52,7 @@ from ..errors import (
     StreamInterruptedError,
     UserError,
 )
+from ._compat import unsupported_shape
 from ._server_text import context_window_exceeded, server_message
 
 __all__ = [
@@ -83,6 +85,9 @@ class ErrorContext:
     base_path: str | None = None
     """The path a base URL of this API ends with (``"/v1"`` for OpenAI-compatible servers),
     suggested by the error for an HTTP 404 from a base URL without it."""
+    compat: str | None = None
+    """The server profile requests are shaped for (``OpenAIProvider(compat=...)``), named by
+    the error for a request whose shape the server refused; ``None`` for other providers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,9 @@ def error_for_status(
         )
     if status == 408:
         return ProviderTimeoutError(f"{where} The server timed out the request", **fields)
+    refused = unsupported_shape(body) if status >= 400 and not too_long else None
+    if refused is not None:
+        return BadRequestError(f"{where} {_refused_hint(refused, ctx)}", **fields)
     if 400 <= status < 500:
         if too_long:
             return ContextWindowExceededError(
@@ -211,6 +219,17 @@ def error_for_status(
             **fields,
         )
     return ProviderError(where, **fields)
+
+
+def _refused_hint(refused: str, ctx: ErrorContext) -> str:
+    said = f"The server does not take {refused} (it answers the same every time)"
+    if ctx.compat is None:
+        return f"{said}; point base_url at a server that takes this API's whole request shape"
+    return (
+        f"{said}, and requests were shaped for compat={ctx.compat!r}: pass "
+        "OpenAIProvider(compat=...) naming the server ('llama.cpp', 'vllm', 'ollama'), or "
+        "compat='auto' to ask the server what it is"
+    )
 
 
 def _headers_of(exc: BaseException) -> Mapping[str, str] | None:

@@ -4,6 +4,7 @@ error context, and a repr that shows no secret."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import openai
@@ -15,6 +16,7 @@ from ._client import (
     check_retry_options,
     from_env,
 )
+from ._compat import unsupported_shape
 from ._errors import ErrorContext, VendorErrors, client_build_error, missing_key_error
 
 __all__ = ["ENV_KEY", "VENDOR", "OpenAIClientBase"]
@@ -74,6 +76,11 @@ class OpenAIClientBase:
         if not self._api_key:
             raise missing_key_error(self._errors, hint=self._no_key_hint)
         options = dict(self._client_options)
+        if "http_client" not in options:
+            # A refusal of the request's shape is answered alike every time: not retried.
+            options["http_client"] = openai.DefaultAsyncHttpxClient(
+                event_hooks={"response": [_no_retry_for_refused_shape]}
+            )
         if self.timeout is not None:
             options["timeout"] = self.timeout
         try:
@@ -89,3 +96,18 @@ class OpenAIClientBase:
     async def aclose(self) -> None:
         """Close the HTTP connections this provider holds in the running event loop."""
         await self._clients.aclose()
+
+
+async def _no_retry_for_refused_shape(response: Any) -> None:
+    """Mark a 5xx that says the request's shape is not one the server takes as not to be
+    retried (``x-should-retry: false``, which the client obeys): llama-cpp-python answers a
+    ``response_format`` it does not know with HTTP 500, the same on every attempt."""
+    if response.status_code < 500 or "x-should-retry" in response.headers:
+        return
+    await response.aread()  # an error body is small, and the client reads it next anyway
+    try:
+        body: Any = json.loads(response.content)
+    except ValueError:
+        body = response.text
+    if unsupported_shape(body) is not None:
+        response.headers["x-should-retry"] = "false"

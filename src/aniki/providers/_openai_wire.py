@@ -259,6 +259,7 @@ def parse_completion(data: Any) -> ModelResponse:
         finish_reason=_text(choice.get("finish_reason"), "finish_reason") or None,
         model=model if isinstance(model, str) else None,
         reasoning=(Reasoning(thinking, provider="openai"),) if thinking else (),
+        id=data.get("id") if isinstance(data.get("id"), str) else None,
     )
 
 
@@ -277,13 +278,19 @@ class ChunkAccumulator:
         self._calls = ToolCallAssembler()
         self._usage: Usage | None = None
         self._model: str | None = None
+        self._id: str | None = None  # the same on every chunk
         self.finish_reason: str | None = None
+        self.chunks = 0
+        """How many chunks were fed (none: the server sent nothing but the stream's end)."""
 
     def feed(self, chunk: Any) -> str:
         """Take one chunk; return the text it adds (often empty)."""
+        self.chunks += 1
         chunk = require_mapping(chunk, "a stream chunk")
         if isinstance(chunk.get("model"), str):
             self._model = chunk["model"]
+        if isinstance(chunk.get("id"), str):
+            self._id = chunk["id"]
         usage = _usage(chunk.get("usage"))
         if usage is not None:
             self._usage = usage
@@ -345,6 +352,7 @@ class ChunkAccumulator:
             usage=self._usage,
             finish_reason=self.finish_reason,
             model=self._model,
+            id=self._id,
             reasoning=(
                 (Reasoning("".join(self._thinking), provider="openai"),) if self._thinking else ()
             ),

@@ -265,4 +265,5 @@ def parse_response(data: Any) -> ModelResponse:
         finish_reason=_finish_reason(data, bool(calls)),
         model=model if isinstance(model, str) else None,
         reasoning=tuple(reasoning),
+        id=data.get("id") if isinstance(data.get("id"), str) else None,
     )

@@ -110,6 +110,9 @@ class ModelResponse:
     """The model that answered, when the provider said."""
     reasoning: tuple[Reasoning, ...] = ()
     """The model's thinking before the reply, verbatim (signatures included)."""
+    id: str | None = None
+    """The provider's id for the reply (``chatcmpl-...``, ``resp_...``, ``msg_...``), when it
+    gave one."""
 
     def to_message(self, *, model: str | None = None) -> Message:
         """The reply as an assistant :class:`~aniki.Message`, carrying :attr:`usage` and the

@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -54,6 +56,15 @@ _SETTINGS = (
 )
 """The model settings the conventions name, and their attributes."""
 
+_CACHE_WRITE_REPORTERS = frozenset({"anthropic"})
+"""Providers whose replies count the input tokens written to the prompt cache. The others'
+``cache_write_tokens`` is zero for want of a figure (OpenAI writes to its cache without
+saying so): their ``gen_ai.usage.cache_creation.input_tokens`` is left out unless it is not
+zero."""
+
+_CHAT: ContextVar[tuple[Span, float] | None] = ContextVar("aniki_tracing_chat", default=None)
+"""The model call under way in this context: its span, and when it began (``monotonic``)."""
+
 
 class GenAIObserver:
     """Turns what a run reports (see :mod:`aniki._run.observe`) into GenAI spans."""
@@ -89,12 +100,25 @@ class GenAIObserver:
             kind=SpanKind.CLIENT,
             attributes=self._chat_attributes(plan, outcome, request),
         )
-        with _ends_on_failure(span, with_message=self.include_content):
-            response = await call_model(request)
+        under_way = _CHAT.set((span, time.monotonic()))
+        try:
+            with _ends_on_failure(span, with_message=self.include_content):
+                response = await call_model(request)
+        finally:
+            _CHAT.reset(under_way)
         if isinstance(response, ModelResponse):  # else the loop raises ProviderError
-            span.set_attributes(self._response_attributes(response))
+            reports = _provider_name(plan.provider) in _CACHE_WRITE_REPORTERS
+            span.set_attributes(self._response_attributes(response, cache_writes=reports))
         span.end()
         return response
+
+    def first_chunk(self) -> None:
+        """Note on the model call's span the seconds its stream took to deliver text or
+        reasoning (a retried stream's replace a broken one's)."""
+        under_way = _CHAT.get()
+        if under_way is not None:
+            span, began = under_way
+            span.set_attribute(n.RESPONSE_TIME_TO_FIRST_CHUNK, time.monotonic() - began)
 
     async def tool_call(self, tool: Tool, call: ToolCall, context: Context) -> Message:
         attributes: Attributes = {
@@ -155,14 +179,16 @@ class GenAIObserver:
             attributes[n.INPUT_MESSAGES] = messages_json(request.messages)
         return attributes
 
-    def _response_attributes(self, response: ModelResponse) -> Attributes:
+    def _response_attributes(self, response: ModelResponse, *, cache_writes: bool) -> Attributes:
         attributes: Attributes = {}
         if response.finish_reason:
             attributes[n.RESPONSE_FINISH_REASONS] = [response.finish_reason]
         if response.model:
             attributes[n.RESPONSE_MODEL] = response.model
+        if response.id:
+            attributes[n.RESPONSE_ID] = response.id
         if response.usage is not None:
-            attributes.update(_usage_attributes(response.usage))
+            attributes.update(_usage_attributes(response.usage, cache_writes=cache_writes))
         else:
             attributes[n.UNREPORTED_REQUESTS] = 1
         if self.include_content:
@@ -178,13 +204,13 @@ class _RunSpan:
         agent = plan.agent
         self._agent = agent.name
         self._include_content = observer.include_content
+        provider = _provider_name(plan.provider if plan.provider is not None else agent.provider)
+        self._cache_writes = provider in _CACHE_WRITE_REPORTERS
         attributes: Attributes = {
             n.OPERATION_NAME: "invoke_agent",
             n.AGENT_NAME: agent.name,
             n.REQUEST_MODEL: agent.model,
-            n.PROVIDER_NAME: _provider_name(
-                plan.provider if plan.provider is not None else agent.provider
-            ),
+            n.PROVIDER_NAME: provider,
             n.RUN_ID: plan.context.run_id,
         }
         session_id = _session_id(plan.session)
@@ -205,7 +231,7 @@ class _RunSpan:
             return
         self._open = False
         span = self.span
-        span.set_attributes(_usage_attributes(result.usage))
+        span.set_attributes(_usage_attributes(result.usage, cache_writes=self._cache_writes))
         span.set_attribute(n.REQUESTS, result.usage.requests)
         if result.usage.unreported_requests:
             span.set_attribute(n.UNREPORTED_REQUESTS, result.usage.unreported_requests)
@@ -289,13 +315,17 @@ async def _awaited(value: Awaitable[Any], raised: list[BaseException]) -> Any:
         raise
 
 
-def _usage_attributes(usage: Usage) -> Attributes:
-    return {
+def _usage_attributes(usage: Usage, *, cache_writes: bool) -> Attributes:
+    """``usage`` as attributes; ``cache_writes``: the provider counts cache writes, so a zero
+    is a figure (see :data:`_CACHE_WRITE_REPORTERS`)."""
+    attributes: Attributes = {
         n.USAGE_INPUT_TOKENS: usage.input_tokens,
         n.USAGE_OUTPUT_TOKENS: usage.output_tokens,
         n.USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read_tokens,
-        n.USAGE_CACHE_CREATION_INPUT_TOKENS: usage.cache_write_tokens,
     }
+    if cache_writes or usage.cache_write_tokens:
+        attributes[n.USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write_tokens
+    return attributes
 
 
 def _report_attributes(report: ContextReport, pending: int) -> Attributes:

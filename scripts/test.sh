@@ -11,4 +11,5 @@ fi
 # The live tier's model server, in its own environment under ~/.cache/aniki (built once per
 # machine). When it cannot be set up, its tests skip with the reason (under CI=true, it fails).
 .venv/bin/python scripts/live_server.py setup
+.venv/bin/python scripts/mcp_servers.py setup
 exec .venv/bin/python -m pytest "$@"

@@ -47,11 +47,13 @@ from .events import (
     AgentUpdated,
     ReasoningDelta,
     RunCompleted,
+    ServerLog,
     StreamEvent,
     StreamRestarted,
     TextDelta,
     ToolCallCompleted,
     ToolCallStarted,
+    ToolProgress,
 )
 from .memory import Memory
 from .messages import Attachment, Message, MessageLike, Reasoning, Role, ToolCall
@@ -126,6 +128,7 @@ __all__ = [
     "Runner",
     "SQLiteSession",
     "SchemaVersionError",
+    "ServerLog",
     "Session",
     "SessionInfo",
     "StoreError",
@@ -143,6 +146,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolDefinition",
     "ToolError",
+    "ToolProgress",
     "TurnUndoneError",
     "Usage",
     "UserError",

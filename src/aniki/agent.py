@@ -180,16 +180,19 @@ class Agent(Generic[OutputT]):
 
     async def gather_tools(self) -> dict[str, Tool]:
         """The tools a run offers the model, by name: the agent's own, then those of each of
-        its MCP servers (a name given twice is refused with :class:`~aniki.UserError`)."""
+        its MCP servers (a name given twice, or an MCP tool named as a handoff is, is refused
+        with :class:`~aniki.UserError`)."""
         if not self.mcp_servers:
             return dict(self.tools)
         gathered = dict(self.tools)
+        handoffs = {handoff_tool_name(target) for target in self.handoffs}
         for server in self.mcp_servers:
             for found in await server.list_tools():
-                if found.name in gathered:
+                if found.name in gathered or found.name in handoffs:
+                    other = ", the other a handoff" if found.name in handoffs else ""
                     raise UserError(
                         f"agent {self.name!r} has two tools named {found.name!r} (one from MCP "
-                        f"server {server.name!r}); rename one, or give the server a "
+                        f"server {server.name!r}){other}; rename one, or give the server a "
                         "tool_prefix"
                     )
                 gathered[found.name] = found
@@ -305,6 +308,11 @@ def tool_name(name: str) -> str:
     characters at most)."""
     text = re.sub(r"[^a-z0-9_-]+", "_", name.lower()).strip("_")
     return text[:64] or "agent"
+
+
+def handoff_tool_name(target: Agent[Any]) -> str:
+    """The name of the tool that hands a conversation to ``target``."""
+    return f"transfer_to_{tool_name(target.name)}"
 
 
 def _asked(agent: Agent[Any]) -> str:

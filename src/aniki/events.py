@@ -14,11 +14,13 @@ __all__ = [
     "AgentUpdated",
     "ReasoningDelta",
     "RunCompleted",
+    "ServerLog",
     "StreamEvent",
     "StreamRestarted",
     "TextDelta",
     "ToolCallCompleted",
     "ToolCallStarted",
+    "ToolProgress",
 ]
 
 
@@ -62,6 +64,35 @@ class ToolCallCompleted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """A running tool call reported how far it is (an MCP server's progress notification)."""
+
+    tool_call: ToolCall
+    """The call that is running."""
+    progress: float
+    """How much is done; it grows with each report."""
+    total: float | None
+    """How much there is to do, when the tool knows."""
+    message: str | None
+    """What the tool says it is doing, if anything."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLog:
+    """A log message an MCP server sent while one of its tools ran for this run (it is also
+    logged on the ``aniki.mcp`` logger)."""
+
+    server: str
+    """The server's name."""
+    level: Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+    """Its severity, as MCP names it (syslog's levels)."""
+    message: str
+    """The message: its text, or its data as JSON."""
+    logger: str | None
+    """The part of the server that logged it, when the server says."""
+
+
+@dataclass(frozen=True, slots=True)
 class AgentUpdated:
     """From here on, ``agent`` speaks: the events that follow are its own.
 
@@ -94,7 +125,7 @@ class RunCompleted:
 
 
 StreamEvent: TypeAlias = (
-    "TextDelta | ReasoningDelta | ToolCallStarted | ToolCallCompleted | StreamRestarted"
-    " | AgentUpdated | RunCompleted"
+    "TextDelta | ReasoningDelta | ToolCallStarted | ToolCallCompleted | ToolProgress"
+    " | ServerLog | StreamRestarted | AgentUpdated | RunCompleted"
 )
 """Any event a :class:`~aniki.StreamedRun` yields."""

@@ -125,3 +125,15 @@ async def server() -> AsyncIterator[MCPServerStdio]:
     made = stdio()
     yield made
     await made.close()
+
+
+@pytest.fixture
+def everything_http() -> Iterator[Any]:
+    """The everything reference server over streamable HTTP, for one test (which may
+    restart it); skips when it is not installed (fails under CI)."""
+    from tests.mcp.reference import EverythingHTTP
+
+    server = EverythingHTTP()
+    server.start()
+    yield server
+    server.kill()

@@ -44,6 +44,9 @@ class CountingServer(MCPServer):
 
 server = CountingServer("test-server", log_level="ERROR")
 
+WIRE = os.dup(1)
+"""The stdout a stdio client reads (the SDK points fd 1 elsewhere while it serves)."""
+
 
 @server.tool()
 def listings() -> int:
@@ -108,6 +111,40 @@ async def slow(seconds: float) -> str:
     """Sleep, then answer."""
     await asyncio.sleep(seconds)
     return "done"
+
+
+@server.tool()
+def big(size: int) -> str:
+    """A text of `size` bytes."""
+    return "x" * size
+
+
+@server.tool()
+async def stall() -> str:
+    """Start an answer on stdout that never ends (the rest of the line never comes)."""
+    os.write(WIRE, b'{"jsonrpc": "2.0", "id": 0, "result": {"content": [{"type": "text", "text": "')
+    await asyncio.sleep(3600)
+    return "never"
+
+
+def _child() -> int:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]).pid
+
+
+@server.tool()
+def hold(seconds: float) -> str:
+    """Start a child process, then block this server for `seconds` (a synchronous tool)."""
+    _child()
+    time.sleep(seconds)
+    return "held"
+
+
+@server.tool()
+async def hold_async(seconds: float) -> str:
+    """Start a child process, then wait `seconds` (an asynchronous tool)."""
+    _child()
+    await asyncio.sleep(seconds)
+    return "held"
 
 
 @server.tool()

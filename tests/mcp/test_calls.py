@@ -51,6 +51,7 @@ async def test_the_tools_are_offered_to_the_model_with_their_schemas(
                 "b": {"title": "B", "type": "integer"},
             },
             "required": ["a", "b"],
+            "title": "addArguments",  # kept: the schema is sent as the server gives it
         },
     )
     # MCP allows "." in a name; model APIs do not.

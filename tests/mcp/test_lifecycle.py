@@ -235,8 +235,6 @@ EXITS = {
 @pytest.mark.parametrize("how", sorted(EXITS))
 @pytest.mark.parametrize("stubborn", [False, True], ids=["polite", "stubborn"])
 def test_no_server_outlives_the_python_process(how: str, stubborn: bool) -> None:
-    if how == "killed" and stubborn:
-        pytest.skip("nothing can end a server that ignores its input from a killed process")
     flags = ', "--stubborn"' if stubborn else ""
     script = textwrap.dedent(
         f"""

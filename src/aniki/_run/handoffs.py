@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent import Agent, tool_name
+from ..agent import Agent, handoff_tool_name
 from ..errors import UserError
 from ..messages import Message, ToolCall
 from ..providers.base import ToolDefinition
@@ -28,7 +28,7 @@ def handoff_targets(agent: Agent[Any]) -> dict[str, Agent[Any]]:
     """The agents ``agent`` may hand off to, by the name of the tool that does it."""
     targets: dict[str, Agent[Any]] = {}
     for target in agent.handoffs:
-        name = f"transfer_to_{tool_name(target.name)}"
+        name = handoff_tool_name(target)
         if name in targets or name in agent.tools:
             raise UserError(
                 f"agent {agent.name!r} has two tools named {name!r}; give its handoff targets "

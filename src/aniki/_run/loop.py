@@ -375,10 +375,14 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
 
 
 async def _invoke(plan: RunPlan, tool: Tool, call: ToolCall) -> Message:
+    from . import calling  # here, not at the top: ``import aniki`` should not pay for it
+
     token = CALL_ID.set(call.id)
+    run = calling.enter(plan, call)
     try:
         if observe.OBSERVER is None:
             return await tool.invoke(call, plan.context)
         return await observe.OBSERVER.tool_call(tool, call, plan.context)
     finally:
+        calling.leave(run)
         CALL_ID.reset(token)

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from typing_extensions import Self
 
 from mcp import Client, MCPError, types
@@ -22,15 +23,25 @@ from ..errors import UserError
 from ..messages import Message, ToolCall
 from ..tools import Tool
 from ._errors import MCPServerError
+from ._features import MCPFeatures
+from ._features_config import ClientFeatures
 from ._link import Link, first_leaf
 from ._results import failed, result_message
 from ._tools import MCPTool, build_tools
 
-__all__ = ["MCPServerBase"]
+__all__ = ["MAX_RESULT_BYTES", "MCPServerBase"]
 
 logger = logging.getLogger("aniki")
+mcp_logger = logging.getLogger("aniki.mcp")
 
 T = TypeVar("T")
+
+MAX_RESULT_BYTES = 1024 * 1024
+"""The default ``max_result_bytes``: how much text (and base64 media) one message from a
+server, such as a tool's result, keeps; the rest is not read into memory."""
+
+_PROBE_WITHIN = 5.0
+"""Seconds a connection whose call timed out has to answer a ping (then it is kept)."""
 
 _MOST_PAGES = 100
 """The most pages of tools a server may list (a cursor that never ends cannot hang a run)."""
@@ -39,7 +50,7 @@ _BACKGROUND: set[asyncio.Task[None]] = set()
 """Connections being closed after a cancelled connect (kept so they are not collected)."""
 
 
-class MCPServerBase:
+class MCPServerBase(MCPFeatures):
     """An MCP server whose tools an agent may call: the part that does not depend on how it
     is reached (:class:`~aniki.mcp.MCPServerStdio`, :class:`~aniki.mcp.MCPServerHTTP`)."""
 
@@ -53,6 +64,8 @@ class MCPServerBase:
         cache_tools: bool,
         attach_media: bool,
         secrets: Secrets,
+        max_result_bytes: int = MAX_RESULT_BYTES,
+        features: ClientFeatures | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise UserError(f"an MCP server's name must be a non-empty string, got {name!r}")
@@ -68,6 +81,12 @@ class MCPServerBase:
         for option, flag in (("cache_tools", cache_tools), ("attach_media", attach_media)):
             if not isinstance(flag, bool):
                 raise UserError(f"{option} must be True or False, got {flag!r}")
+        if isinstance(max_result_bytes, bool) or not (
+            isinstance(max_result_bytes, int) and max_result_bytes > 0
+        ):
+            raise UserError(
+                f"max_result_bytes must be a whole number above 0, got {max_result_bytes!r}"
+            )
         self._name = name
         self.timeout = float(timeout)
         """Seconds a tool call, or the listing of the tools, may take."""
@@ -79,12 +98,15 @@ class MCPServerBase:
         """Whether the tool list is kept between runs (until the server says it changed)."""
         self.attach_media = attach_media
         """Whether images and PDFs in results go on the tool message as attachments."""
+        self.max_result_bytes = max_result_bytes
+        """Bytes of text a message from the server keeps; the rest is cut while it is read."""
         self._secrets = secrets
         self._guard = threading.Lock()
         self._link: Link | None = None
         self._tools: tuple[MCPTool, ...] | None = None
         self._changes = 0  # tool list changes announced, and connections made
         self._listed_at = -1  # the value of _changes when _tools was listed
+        self._init_features(features)
 
     @property
     def name(self) -> str:
@@ -178,6 +200,7 @@ class MCPServerBase:
                     label=self._name,
                     timeout=self.timeout,
                     on_tools_changed=self.invalidate_tools,
+                    client_options=self._client_options(),
                 )
                 self._changes += 1  # a new connection may list other tools
                 link.start()
@@ -263,11 +286,33 @@ class MCPServerBase:
             client = await link.wait_ready()
             try:
                 return await within(self.timeout, work(client))
+            except asyncio.TimeoutError:
+                await self._probe(link, client)
+                raise
             except MCPError as exc:
+                if exc.code == types.REQUEST_TIMEOUT:
+                    await self._probe(link, client)
                 if attempt or not self._forgot_us(exc):
                     raise
                 await self._drop(link)
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def _probe(self, link: Link, client: Client) -> None:
+        """After a call timed out, the connection's state is unknown (a result that never
+        ends blocks what follows it): it is kept only if it answers a ping within
+        :data:`_PROBE_WITHIN` seconds, else it is closed and the next call connects anew."""
+        # 2026-07-28 has no ping: a page of the tool list stands in for it.
+        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        probe = client.list_tools() if modern else client.session.send_ping()
+        try:
+            await within(min(_PROBE_WITHIN, self.timeout), probe)
+            return
+        except Exception:  # no answer, or any failure: the connection is not usable
+            pass
+        mcp_logger.info(
+            "MCP server %s did not answer a ping after a timeout; reconnecting", self._name
+        )
+        await self._drop(link)
 
     def _forgot_us(self, exc: MCPError) -> bool:
         """Whether ``exc`` says the server no longer knows this connection."""
@@ -292,7 +337,9 @@ class MCPServerBase:
     ) -> Message:
         tool = call.name
         try:
-            result = await self._request(lambda client: client.call_tool(remote_name, arguments))
+            result = await self._request(
+                lambda client: self._call_tool(client, remote_name, arguments)
+            )
         except asyncio.TimeoutError:
             return self._failed(
                 call, f"Error: the MCP tool {tool!r} did not answer within {self.timeout:g} s."

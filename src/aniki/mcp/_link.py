@@ -26,7 +26,7 @@ import atexit
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -76,6 +76,7 @@ class Link:
         label: str,
         timeout: float,
         on_tools_changed: Callable[[], None],
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         """The loop the connection lives on (its home)."""
@@ -89,6 +90,7 @@ class Link:
         self._label = label
         self._timeout = timeout
         self._on_tools_changed = on_tools_changed
+        self._client_options = dict(client_options or {})  # callbacks, log level
         self._ready: asyncio.Future[None] = self.loop.create_future()
         self._ready.add_done_callback(_retrieve)
         self._wake = asyncio.Event()
@@ -166,6 +168,7 @@ class Link:
             read_timeout_seconds=self._timeout,
             message_handler=self._on_message,
             client_info=types.Implementation(name="aniki", version=_version()),
+            **self._client_options,
         )
 
     def _went(self) -> None:

@@ -6,7 +6,8 @@ resource, becomes an :class:`~aniki.Attachment` on the message when the server w
 Responses), and is otherwise described in the text, as audio always is (no API takes audio in
 a tool result). A text resource is included with its URI; a resource link is described. A
 result with no content but structured content is sent as its JSON. An ``isError`` result
-says the tool failed, with its text.
+says the tool failed, with its text. A text cut while it was read (over ``max_result_bytes``)
+ends with a note saying so; cut media are described as cut.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mcp import types
 from .._secrets import Secrets, redact
 from ..messages import MAX_ATTACHMENT_BYTES, MEDIA_TYPES, Attachment, Message, ToolCall
 from ..tools import EMPTY_RESULT
+from ._clip import CUT_MARK
 
 __all__ = ["failed", "result_message", "safe_text"]
 
@@ -93,6 +95,8 @@ def _media(
     name: str | None,
     attachments: list[Attachment] | None,
 ) -> str:
+    if CUT_MARK in data:
+        return f"[{what} ({mime}) over the max_result_bytes limit, not read]"
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):

@@ -3,6 +3,7 @@ server."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from ..tools import BadArguments, Tool, json_arguments
 from ._errors import MCPServerError
 
 __all__ = ["MCPTool", "build_tools"]
+
+logger = logging.getLogger("aniki.mcp")
 
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 """What a tool name may not hold at OpenAI or Anthropic (MCP also allows ``.`` and ``/``)."""
@@ -63,9 +66,19 @@ def build_tools(
     server: Caller, listed: Sequence[types.Tool], *, prefix: str, server_name: str
 ) -> tuple[MCPTool, ...]:
     """``listed`` as aniki tools, named ``prefix`` + their name (characters a model API does
-    not take in a name become ``_``)."""
+    not take in a name become ``_``). A tool that can only be called as a task
+    (``execution.taskSupport: "required"``) is left out, with a log line saying why: aniki
+    calls tools directly."""
     made: dict[str, MCPTool] = {}
     for remote in listed:
+        if remote.execution is not None and remote.execution.task_support == "required":
+            logger.info(
+                "MCP server %s: tool %r is left out: it can only be called as a task "
+                "(execution.taskSupport is 'required'), which aniki does not do",
+                server_name,
+                remote.name,
+            )
+            continue
         name = _NOT_IN_A_NAME.sub("_", prefix + remote.name)
         if name in made:
             raise MCPServerError(
@@ -74,7 +87,6 @@ def build_tools(
                 server=server_name,
             )
         schema = dict(remote.input_schema)
-        schema.pop("title", None)
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
         made[name] = MCPTool(

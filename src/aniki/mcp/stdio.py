@@ -13,7 +13,9 @@ from mcp import StdioServerParameters, stdio_client
 
 from .._secrets import Secrets
 from ..errors import UserError
-from ._base import MCPServerBase
+from ._base import MAX_RESULT_BYTES, MCPServerBase
+from ._features_config import ApproveSampling, ElicitationHandler, Sampling, client_features
+from ._transports import under_watchdog
 
 __all__ = ["MCPServerStdio"]
 
@@ -35,6 +37,42 @@ class MCPServerStdio(MCPServerBase):
         agent = Agent("Clerk", "Answer from the files.", model="gpt-4o", mcp_servers=[files])
         async with files:
             result = await Runner().run(agent, message="What is in README.md?")
+
+    Args:
+        command: the program to run (``"npx"``, ``"uvx"``, ``sys.executable``, ...).
+        args: its arguments.
+        env: environment variables for the server, over the few it inherits (``HOME``,
+            ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``; on Windows their
+            equivalents). Their values never appear in errors, logs or the repr.
+        cwd: the server's working directory (default: this process's).
+        name: the server's name in errors and logs (default: from the command).
+        timeout: seconds a tool call, or the listing of the tools, may take; a call that
+            takes longer is answered with an error the model reads.
+        connect_timeout: seconds starting the server and the MCP handshake may take.
+        tool_prefix: put before each tool's name as the model sees it (``"files_"``), to
+            keep two servers' tools apart.
+        cache_tools: keep the tool list across runs until the server says it changed
+            (``False``: ask the server at the start of every run).
+        attach_media: put images and PDFs that tools return on the tool message as
+            attachments, for providers that take them in a tool result (Anthropic,
+            OpenAI Responses); by default they are described in the text.
+        max_result_bytes: how much text (and base64 media) one message from the
+            server, such as a tool's result, keeps (default 1 MiB); the rest is cut
+            while it is read, never held in memory, and a note says so.
+        sampling: who answers when the server asks for a model reply: ``"agent"`` (the
+            model of the agent whose run calls the server's tool), a provider (with
+            ``sampling_model=``, or the calling agent's model), or a function taking a
+            :class:`~aniki.mcp.SamplingRequest` and returning the text. ``None``: the
+            client does not offer sampling.
+        sampling_model: the model a provider given as ``sampling=`` is asked with.
+        approve_sampling: called with each :class:`~aniki.mcp.SamplingRequest` before it
+            is answered: ``True`` lets it go ahead, ``False`` or a reason refuses it.
+        elicitation: answers the server's questions to the user: called with an
+            :class:`~aniki.mcp.ElicitationRequest`, it returns an
+            :class:`~aniki.mcp.ElicitationReply`, a dict (accept with these values) or
+            ``None`` (decline). Without it every question is declined.
+        roots: the directories (paths or ``file://`` URIs) the server is told it may
+            work in, when it asks. ``None``: the client does not offer roots.
     """
 
     def __init__(
@@ -50,27 +88,13 @@ class MCPServerStdio(MCPServerBase):
         tool_prefix: str = "",
         cache_tools: bool = True,
         attach_media: bool = False,
+        max_result_bytes: int = MAX_RESULT_BYTES,
+        sampling: Sampling | None = None,
+        sampling_model: str | None = None,
+        approve_sampling: ApproveSampling | None = None,
+        elicitation: ElicitationHandler | None = None,
+        roots: Sequence[str | os.PathLike[str]] | None = None,
     ) -> None:
-        """
-        Args:
-            command: the program to run (``"npx"``, ``"uvx"``, ``sys.executable``, ...).
-            args: its arguments.
-            env: environment variables for the server, over the few it inherits (``HOME``,
-                ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``; on Windows their
-                equivalents). Their values never appear in errors, logs or the repr.
-            cwd: the server's working directory (default: this process's).
-            name: the server's name in errors and logs (default: from the command).
-            timeout: seconds a tool call, or the listing of the tools, may take; a call that
-                takes longer is answered with an error the model reads.
-            connect_timeout: seconds starting the server and the MCP handshake may take.
-            tool_prefix: put before each tool's name as the model sees it (``"files_"``), to
-                keep two servers' tools apart.
-            cache_tools: keep the tool list across runs until the server says it changed
-                (``False``: ask the server at the start of every run).
-            attach_media: put images and PDFs that tools return on the tool message as
-                attachments, for providers that take them in a tool result (Anthropic,
-                OpenAI Responses); by default they are described in the text.
-        """
         _check_process(command, args, env, cwd)
         self.command = command
         """The program run."""
@@ -86,7 +110,15 @@ class MCPServerStdio(MCPServerBase):
             tool_prefix=tool_prefix,
             cache_tools=cache_tools,
             attach_media=attach_media,
+            max_result_bytes=max_result_bytes,
             secrets=Secrets((self._env or {}).values()),
+            features=client_features(
+                sampling=sampling,
+                sampling_model=sampling_model,
+                approve_sampling=approve_sampling,
+                elicitation=elicitation,
+                roots=roots,
+            ),
         )
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
@@ -96,7 +128,7 @@ class MCPServerStdio(MCPServerBase):
             env=self._env,
             cwd=os.fspath(self.cwd) if self.cwd is not None else None,
         )
-        return stdio_client(parameters, errlog=sys.stderr)
+        return stdio_client(under_watchdog(parameters, self.max_result_bytes), errlog=sys.stderr)
 
     def _shown(self) -> str:
         env = f", env=<{len(self._env)} variables>" if self._env else ""

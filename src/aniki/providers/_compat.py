@@ -175,8 +175,9 @@ def detect_from_models(body: Any) -> Compat | None:
 # request the same way every time, so retrying it is pointless. FastAPI-style validation
 # errors about the body (llama-cpp-python answers them with HTTP 500), and a server that
 # failed on a list of content parts where it expected a string.
-_VALIDATION = re.compile(r"validation errors?\b.*?\(?'body',\s*'([a-z_]+)'", re.DOTALL)
-_LIST_CONTENT = re.compile(r"concatenate str \(not \"list\"\)|expected str(?:ing)?,? got list")
+# Compiled on first use: ``import aniki`` should not pay for them.
+_VALIDATION = r"validation errors?\b.*?\(?'body',\s*'([a-z_]+)'"
+_LIST_CONTENT = r"concatenate str \(not \"list\"\)|expected str(?:ing)?,? got list"
 
 
 def _text(body: Any) -> str:
@@ -193,9 +194,9 @@ def unsupported_shape(body: Any) -> str | None:
     if body is None:
         return None
     text = _text(body).replace("\\'", "'").replace('\\"', '"')
-    if _LIST_CONTENT.search(text):
+    if re.search(_LIST_CONTENT, text):
         return "message content as a list of parts"
-    found = _VALIDATION.search(text)
+    found = re.search(_VALIDATION, text, re.DOTALL)
     if found is None:
         return None
     field = found.group(1)

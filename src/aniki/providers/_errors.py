@@ -52,7 +52,6 @@ from ..errors import (
     StreamInterruptedError,
     UserError,
 )
-from ._compat import unsupported_shape
 from ._server_text import context_window_exceeded, server_message
 
 __all__ = [
@@ -199,6 +198,8 @@ def error_for_status(
         )
     if status == 408:
         return ProviderTimeoutError(f"{where} The server timed out the request", **fields)
+    from ._compat import unsupported_shape  # here: ``import aniki`` should not pay for it
+
     refused = unsupported_shape(body) if status >= 400 and not too_long else None
     if refused is not None:
         return BadRequestError(f"{where} {_refused_hint(refused, ctx)}", **fields)

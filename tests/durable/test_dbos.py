@@ -292,3 +292,23 @@ def _child(system_db: str, store: str, run_id: str) -> None:
 
 if __name__ == "__main__":
     _child(*sys.argv[1:4])
+
+
+def test_a_recorded_model_step_gives_back_the_whole_reply() -> None:
+    from aniki.durable._steps import response_from_dict, response_to_dict
+
+    reply = ModelResponse(
+        content="Done.",
+        tool_calls=(ToolCall("c1", "fetch", '{"order": "42"}'),),
+        finish_reason="tool_calls",
+        model="small-model",
+        id="chatcmpl-7",
+    )
+    again = response_from_dict(response_to_dict(reply))
+    assert (again.id, again.model, again.finish_reason) == (
+        "chatcmpl-7",
+        "small-model",
+        "tool_calls",
+    )
+    assert again.content == "Done." and again.tool_calls == reply.tool_calls
+    assert response_from_dict({**response_to_dict(reply), "id": None}).id is None

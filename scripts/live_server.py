@@ -26,7 +26,6 @@ From Python (the standard library only, so the tests and ``bench/`` can load it 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib.util
 import json
 import os
@@ -349,27 +348,9 @@ def _install(log: IO[str]) -> Runtime:
     return Runtime(python, models[0])
 
 
-@contextlib.contextmanager
-def _setup_lock() -> Iterator[None]:
-    """Only one set-up at a time per cache directory (two test runs may start together)."""
-    live_dir().mkdir(parents=True, exist_ok=True)
-    with open(live_dir() / "setup.lock", "w") as lock:
-        deadline = time.monotonic() + LOCK_TIMEOUT
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise _SetupFailed(
-                        f"another set-up held {live_dir() / 'setup.lock'} for more than "
-                        f"{LOCK_TIMEOUT / 60:.0f} minutes"
-                    ) from None
-                time.sleep(1)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _setup_lock() -> contextlib.AbstractContextManager[None]:
+    """Only one set-up at a time per cache directory (see ``_setup_lock.py``)."""
+    return _sibling("_setup_lock").held(live_dir(), LOCK_TIMEOUT, _SetupFailed)
 
 
 def setup() -> int:

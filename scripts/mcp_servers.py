@@ -22,14 +22,13 @@ From Python (the standard library only, so the tests can load it by path)::
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,27 +184,18 @@ def _install(log: object) -> None:
     _stamp().write_text(json.dumps(_wanted(), indent=2) + "\n", encoding="utf-8")
 
 
-@contextlib.contextmanager
-def _setup_lock() -> Iterator[None]:
-    """Only one set-up at a time per cache directory (two test runs may start together)."""
-    home().mkdir(parents=True, exist_ok=True)
-    with open(home() / "setup.lock", "w") as lock:
-        deadline = time.monotonic() + LOCK_TIMEOUT
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise _SetupFailed(
-                        f"another set-up held {home() / 'setup.lock'} for more than "
-                        f"{LOCK_TIMEOUT // 60} minutes"
-                    ) from None
-                time.sleep(1)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _setup_lock() -> contextlib.AbstractContextManager[None]:
+    """Only one set-up at a time per cache directory (see ``_setup_lock.py``, loaded by path
+    as this file is)."""
+    name = "aniki_setup_lock"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).with_name("_setup_lock.py")
+        )
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name].held(home(), LOCK_TIMEOUT, _SetupFailed)
 
 
 def setup() -> int:

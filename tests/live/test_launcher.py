@@ -213,3 +213,12 @@ def test_a_reported_build_that_fails_or_overruns_is_a_setup_failure(tmp_path: Pa
                 [sys.executable, script, seen, "0"], log, timeout=1, what="building x",
                 report=lambda text: None,
             )  # fmt: skip
+
+
+def test_a_second_set_up_waits_for_the_first_then_gives_up_saying_so(tmp_path: Path) -> None:
+    held = live_server._sibling("_setup_lock").held
+    refused = pytest.raises(RuntimeError, match=r"another set-up held .*setup\.lock")
+    with held(tmp_path, 60, RuntimeError), refused, held(tmp_path, 0, RuntimeError):
+        pass
+    with held(tmp_path, 0, RuntimeError):  # free again once the first is done
+        assert (tmp_path / "setup.lock").exists()

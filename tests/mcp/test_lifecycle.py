@@ -107,6 +107,10 @@ async def test_a_run_cancelled_while_the_server_starts_leaves_no_process(
     assert await asyncio.to_thread(wait_gone, pid)
 
 
+# The loop closes while the SDK's stdio transport is still ending the watchdog (it gives the
+# server 1.5 s after SIGTERM); asyncio then reports the transport's finalizer. What this test
+# asserts is that no process is left, which holds.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_run_cancelled_mid_call_leaves_no_process_once_its_loop_ends() -> None:
     server = stdio()
     pids: list[int] = []

@@ -13,20 +13,14 @@ from aniki import (
     ModelResponse,
     TextDelta,
     ToolCall,
-    ToolDefinition,
     UserError,
 )
 from aniki.providers.anthropic import AnthropicProvider
 
 from . import anthropic_shapes as anth
 from .fake_server import FakeServer, RecordedRequest, Respond, Stream
-from .vendors import API_KEY
+from .vendors import API_KEY, WEATHER
 
-WEATHER = ToolDefinition(
-    "get_weather",
-    "Look up the weather.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
 SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "degrees": {"type": "number"}},

@@ -19,20 +19,14 @@ from aniki import (
     StreamInterruptedError,
     TextDelta,
     ToolCall,
-    ToolDefinition,
     UserError,
 )
 from aniki.providers.openai import OpenAIProvider
 
 from . import openai_shapes as oai
 from .fake_server import FakeServer, RecordedRequest, Reply, Respond, Stall, Stream
-from .vendors import API_KEY
+from .vendors import API_KEY, WEATHER
 
-WEATHER = ToolDefinition(
-    "get_weather",
-    "Look up the weather.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 NOTES = Attachment("text/plain", data=b"milk, eggs", name="notes.txt")
 HISTORY = (

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aniki.providers.anthropic import AnthropicProvider
-from aniki.providers.base import Provider
+from aniki.providers.base import Provider, ToolDefinition
 from aniki.providers.openai import OpenAIProvider
 from aniki.providers.openai_responses import OpenAIResponsesProvider
 
@@ -16,6 +16,13 @@ from . import anthropic_shapes as anth
 from . import openai_shapes as oai
 from . import responses_shapes as rsp
 from .fake_server import RecordedRequest, Respond
+
+WEATHER = ToolDefinition(
+    "get_weather",
+    "Look up the weather.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+"""A tool the model may call, as the HTTP tests offer it."""
 
 API_KEY = "sk-test-4f9c2a77d1e04b8b"
 

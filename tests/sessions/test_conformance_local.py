@@ -11,25 +11,33 @@ from aniki.sessions import (
     FileSession,
     InMemorySession,
     SQLiteSession,
+    open_store,
 )
+from aniki.sessions.store import AsyncSessionStore, SessionStore
 from aniki.testing.conformance import SessionConformance, SessionFactory
 
 
 class TestInMemorySession(SessionConformance):
-    assigns_ids = supports_fork_and_undo = True
+    assigns_ids = supports_fork_and_undo = supports_info = True
     shares_history_across_instances = False
 
     def session_factory(self) -> SessionFactory:
         return InMemorySession
 
+    def store_factory(self) -> SessionStore:
+        return open_store("memory:")
+
 
 class TestSQLiteSession(SessionConformance):
     """The default durability, ``"normal"``."""
 
-    assigns_ids = supports_fork_and_undo = True
+    assigns_ids = supports_fork_and_undo = supports_info = True
 
     def session_factory(self) -> SessionFactory:
         return functools.partial(SQLiteSession, path=self.tmp_path / "store.db")
+
+    def store_factory(self) -> SessionStore:
+        return open_store(f"sqlite:///{self.tmp_path / 'store.db'}")
 
 
 class TestSQLiteSessionDurabilityOff(SessionConformance):
@@ -47,10 +55,13 @@ class TestSQLiteSessionDurabilityFull(SessionConformance):
 
 
 class TestFileSession(SessionConformance):
-    assigns_ids = supports_fork_and_undo = True
+    assigns_ids = supports_fork_and_undo = supports_info = True
 
     def session_factory(self) -> SessionFactory:
         return functools.partial(FileSession, directory=self.tmp_path / "sessions")
+
+    def store_factory(self) -> SessionStore:
+        return open_store((self.tmp_path / "sessions").as_uri())
 
 
 class TestFileSessionDurabilityFull(SessionConformance):
@@ -66,18 +77,24 @@ class TestFileSessionDurabilityFull(SessionConformance):
 
 
 class TestAsyncInMemorySession(SessionConformance):
-    assigns_ids = supports_fork_and_undo = True
+    assigns_ids = supports_fork_and_undo = supports_info = True
     shares_history_across_instances = False
 
     def session_factory(self) -> SessionFactory:
         return AsyncInMemorySession
 
+    def store_factory(self) -> AsyncSessionStore:
+        return open_store("memory:", asynchronous=True)
+
 
 class TestAsyncSQLiteSession(SessionConformance):
-    assigns_ids = supports_fork_and_undo = True
+    assigns_ids = supports_fork_and_undo = supports_info = True
 
     def session_factory(self) -> SessionFactory:
         return functools.partial(AsyncSQLiteSession, path=self.tmp_path / "store.db")
+
+    def store_factory(self) -> AsyncSessionStore:
+        return open_store(f"sqlite:///{self.tmp_path / 'store.db'}", asynchronous=True)
 
 
 class TestAsyncSQLiteSessionDurabilityFull(SessionConformance):
@@ -90,7 +107,10 @@ class TestAsyncSQLiteSessionDurabilityFull(SessionConformance):
 
 
 class TestAsyncFileSession(SessionConformance):
-    assigns_ids = supports_fork_and_undo = True
+    assigns_ids = supports_fork_and_undo = supports_info = True
 
     def session_factory(self) -> SessionFactory:
         return functools.partial(AsyncFileSession, directory=self.tmp_path / "sessions")
+
+    def store_factory(self) -> AsyncSessionStore:
+        return open_store((self.tmp_path / "sessions").as_uri(), asynchronous=True)

@@ -17,6 +17,7 @@ __all__ = [
     "absent",
     "check_store_url",
     "fork_session",
+    "list_filtered",
     "list_sessions",
     "open_store_session",
     "read_messages",
@@ -56,6 +57,19 @@ def split_reference(reference: str, default_url: str) -> tuple[str, str] | None:
     if not sep or not url or not session_id:
         return None
     return url, session_id
+
+
+def list_filtered(
+    url: str, *, owner: str | None, tag: str | None, limit: int | None
+) -> list[SessionInfo]:
+    """The sessions of the store at ``url`` that ``open_store(url).list_sessions`` gives for
+    these filters, newest first (none when the store does not exist yet)."""
+    from ..sessions.store import open_store
+
+    if absent(url):
+        return []
+    with open_store(check_store_url(url)) as store:
+        return store.list_sessions(owner=owner, tag=tag, limit=limit)
 
 
 def open_store_session(url: str, session_id: str) -> Any:

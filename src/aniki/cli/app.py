@@ -8,6 +8,7 @@ from .. import __version__
 from .chat import chat
 from .demo import demo
 from .inspect_cmd import inspect_command
+from .retention_cmd import prune_command, rm_command
 from .runs_cmd import runs
 from .sessions_cmd import sessions
 
@@ -30,3 +31,5 @@ cli.add_command(demo)
 cli.add_command(inspect_command)
 cli.add_command(runs)
 cli.add_command(sessions)
+sessions.add_command(rm_command)
+sessions.add_command(prune_command)

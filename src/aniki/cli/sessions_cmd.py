@@ -1,5 +1,5 @@
-"""``aniki sessions``: list, show, export, import, remove, copy, fork and undo stored
-conversations."""
+"""``aniki sessions``: list, show, export, import, copy, fork and undo stored conversations
+(``rm`` and ``prune`` are in ``retention_cmd.py``)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from ._common import (
 from ._imports import parse_export
 from ._stores import (
     fork_session,
+    list_filtered,
     list_sessions,
     read_messages,
     replace_messages,
@@ -39,7 +40,7 @@ from ._stores import (
     undo_session,
 )
 
-__all__ = ["sessions"]
+__all__ = ["existing_messages", "session_reference", "sessions", "store_option"]
 
 EXPORT_FORMAT = "aniki.session/1"
 
@@ -60,19 +61,28 @@ def sessions() -> None:
 
 @sessions.command("list")
 @store_option
+@click.option("--owner", default=None, metavar="OWNER", help="Only sessions of this owner.")
+@click.option("--tag", default=None, metavar="TAG", help="Only sessions with this tag.")
+@click.option(
+    "--limit", default=None, type=click.IntRange(min=1), help="At most this many, newest first."
+)
 @handle_errors
-def list_command(store: str | None) -> None:
-    """List the sessions of a store: ids, message counts, last update, estimated tokens.
+def list_command(store: str | None, owner: str | None, tag: str | None, limit: int | None) -> None:
+    """List the sessions of a store, newest first: ids, titles, owners, message counts, last
+    update, estimated tokens.
 
     Sessions that cannot be read (a damaged or foreign file of a directory store, a
     damaged record) are left out with a warning each, and the command then exits with 1.
     """
     url = store or default_store_url()
     problems: list[StoreError] = []
-    infos = list_sessions(url, problems=problems)
+    if owner is None and tag is None and limit is None:
+        infos = list_sessions(url, problems=problems)
+    else:
+        infos = list_filtered(url, owner=owner, tag=tag, limit=limit)
     table = Table(title=Text(f"sessions in {hide_password(url)}"), title_justify="left")
-    for column in ("id", "messages", "last update", "~tokens"):
-        table.add_column(column, justify="right" if column != "id" else "left")
+    for column in ("id", "title", "owner", "messages", "last update", "~tokens"):
+        table.add_column(column, justify="right" if column in ("messages", "~tokens") else "left")
     for info in infos:
         try:
             tokens = count_tokens(read_messages(url, info.id))
@@ -81,7 +91,12 @@ def list_command(store: str | None) -> None:
             continue
         updated = info.updated_at.strftime("%Y-%m-%d %H:%M:%S") if info.updated_at else "-"
         table.add_row(
-            Text(plain(info.id, lines=False)), str(info.message_count), updated, f"{tokens:,}"
+            Text(plain(info.id, lines=False)),
+            Text(plain(info.title or "", lines=False)),
+            Text(plain(info.owner or "", lines=False)),
+            str(info.message_count),
+            updated,
+            f"{tokens:,}",
         )
     if infos:
         console.print(table)
@@ -109,8 +124,8 @@ def show_command(session_id: str, store: str | None, with_context: bool) -> None
 
     SESSION_ID is an id in --store, or URL#ID to name another store.
     """
-    url, session_id = _reference(session_id, store or default_store_url())
-    messages = _existing(url, session_id)
+    url, session_id = session_reference(session_id, store or default_store_url())
+    messages = existing_messages(url, session_id)
     for message in messages:
         _print_message(message, with_context=with_context)
 
@@ -135,8 +150,8 @@ def show_command(session_id: str, store: str | None, with_context: bool) -> None
 @handle_errors
 def export_command(session_id: str, store: str | None, fmt: str, output: Path | None) -> None:
     """Export a session as JSON lines, one JSON document, or Markdown."""
-    url, session_id = _reference(session_id, store or default_store_url())
-    rendered = render(session_id, _existing(url, session_id), fmt)
+    url, session_id = session_reference(session_id, store or default_store_url())
+    rendered = render(session_id, existing_messages(url, session_id), fmt)
     if output is None:
         sys.stdout.write(rendered)
         return
@@ -181,27 +196,6 @@ def import_command(file: Path, store: str | None, session_id: str | None, replac
     console.print(f"imported {len(messages)} messages into {text(repr(target))}")
 
 
-@sessions.command("rm")
-@click.argument("session_id")
-@store_option
-@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
-@handle_errors
-def rm_command(session_id: str, store: str | None, yes: bool) -> None:
-    """Delete a session's history."""
-    url, session_id = _reference(session_id, store or default_store_url())
-    count = len(_existing(url, session_id))
-    if not yes:
-        if not sys.stdin.isatty():
-            fail(
-                f"not deleting the {count} messages of {session_id!r} without a confirmation",
-                code=EXIT_USAGE,
-                hint="pass --yes to delete from a script (no terminal to ask on)",
-            )
-        click.confirm(f"delete {count} messages of {session_id!r}?", abort=True)
-    replace_messages(url, session_id, [])
-    console.print(f"deleted {text(repr(session_id))} ({count} messages)")
-
-
 @sessions.command("copy")
 @click.argument("source")
 @click.argument("destination")
@@ -215,9 +209,9 @@ def copy_command(source: str, destination: str, store: str | None, replace: bool
     e.g. `aniki sessions copy chat-1 postgresql://127.0.0.1/app#chat-1`.
     """
     default = store or default_store_url()
-    src_url, src_id = _reference(source, default)
-    dst_url, dst_id = _reference(destination, default)
-    messages = _existing(src_url, src_id)
+    src_url, src_id = session_reference(source, default)
+    dst_url, dst_id = session_reference(destination, default)
+    messages = existing_messages(src_url, src_id)
     if read_messages(dst_url, dst_id) and not replace:
         fail(
             f"session {dst_id!r} already has messages in {hide_password(dst_url)}",
@@ -248,8 +242,8 @@ def fork_command(session_id: str, new_id: str, store: str | None, upto: str | No
     SESSION_ID is an id in --store, or URL#ID to name another store; NEW_ID is in the same
     store and must hold no messages.
     """
-    url, session_id = _reference(session_id, store or default_store_url())
-    _existing(url, session_id)
+    url, session_id = session_reference(session_id, store or default_store_url())
+    existing_messages(url, session_id)
     copied = fork_session(url, session_id, new_id, upto)
     console.print(f"forked {text(repr(session_id))} into {text(repr(new_id))} ({copied} messages)")
 
@@ -262,8 +256,8 @@ def fork_command(session_id: str, new_id: str, store: str | None, upto: str | No
 def undo_command(session_id: str, store: str | None, yes: bool) -> None:
     """Remove a session's last turn: its last user message and everything after it, in one
     step, and print what was removed."""
-    url, session_id = _reference(session_id, store or default_store_url())
-    messages = _existing(url, session_id)
+    url, session_id = session_reference(session_id, store or default_store_url())
+    messages = existing_messages(url, session_id)
     start = max((n for n, m in enumerate(messages) if m.role == "user"), default=None)
     if start is None:
         fail(f"session {session_id!r} has no user message: there is no turn to undo")
@@ -285,7 +279,9 @@ def undo_command(session_id: str, store: str | None, yes: bool) -> None:
     console.print(f"removed {len(removed)} messages from {text(repr(session_id))}")
 
 
-def _reference(reference: str, default_url: str) -> tuple[str, str]:
+def session_reference(reference: str, default_url: str) -> tuple[str, str]:
+    """``(store URL, session id)`` of a command's ``ID`` or ``URL#ID`` argument; exits with
+    a usage error for a URL without ``#ID``."""
     found = split_reference(reference, default_url)
     if found is None:
         fail(
@@ -297,7 +293,8 @@ def _reference(reference: str, default_url: str) -> tuple[str, str]:
     return found
 
 
-def _existing(url: str, session_id: str) -> Sequence[Message]:
+def existing_messages(url: str, session_id: str) -> Sequence[Message]:
+    """The history of ``session_id``; exits with an error when it holds none."""
     messages = read_messages(url, session_id)
     if not messages:
         fail(

@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from .._secrets import hide_password
 from ..errors import StoreError, UserError
+from ._catalog import Listing
 from .base import AsyncSession, Session, SessionInfo
 
 __all__ = ["SCHEMES", "Backend", "Shared", "backend", "known", "refuse_options"]
@@ -55,12 +57,27 @@ class Shared(Protocol):
         """A new session (sync or async, as the store is) on the shared resources."""
         ...
 
-    def list_sync(self) -> Sequence[SessionInfo]:
-        """Every session holding messages."""
+    def list_sync(self, listing: Listing) -> Sequence[SessionInfo]:
+        """The page of sessions ``listing`` asks for (see :mod:`._catalog`)."""
         ...
 
-    async def list_async(self) -> Sequence[SessionInfo]:
-        return await asyncio.to_thread(self.list_sync)
+    def prune_sync(self, cutoff: datetime, owner: str | None) -> int:
+        """Remove every session (of ``owner``) last written before ``cutoff``, whole, in
+        batches; how many went."""
+        ...
+
+    def delete_sync(self, owner: str) -> int:
+        """Remove every session of ``owner``, whole, in batches; how many went."""
+        ...
+
+    async def list_async(self, listing: Listing) -> Sequence[SessionInfo]:
+        return await asyncio.to_thread(self.list_sync, listing)
+
+    async def prune_async(self, cutoff: datetime, owner: str | None) -> int:
+        return await asyncio.to_thread(self.prune_sync, cutoff, owner)
+
+    async def delete_async(self, owner: str) -> int:
+        return await asyncio.to_thread(self.delete_sync, owner)
 
     async def open_async(self) -> None:
         return None

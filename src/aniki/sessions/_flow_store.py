@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from .._stamps import stamp, stamp_one
 from ..messages import Message, MessageLike, to_message, to_messages
 from ._args import check_limit
+from ._catalog import KEEP, InfoChange, Keep, Listing, check_info
 from ._driver import Flow
 from ._history_cache import unfused
 from .base import SessionInfo
@@ -75,8 +77,25 @@ class FlowCore(Generic[Q]):
         """Set meta ``key`` to ``value`` only if it holds ``expected`` (compared as JSON)."""
         raise NotImplementedError
 
-    def list_sessions(self) -> Flow[Q, list[SessionInfo]]:
-        """Every session of the store holding messages, most recently updated first."""
+    def list_sessions(self, listing: Listing) -> Flow[Q, list[SessionInfo]]:
+        """The page of the store's sessions ``listing`` asks for (see ``_catalog``)."""
+        raise NotImplementedError
+
+    def info(self) -> Flow[Q, SessionInfo]:
+        """This session's info: title, owner, tags, count and times."""
+        raise NotImplementedError
+
+    def set_info(self, change: InfoChange) -> Flow[Q, None]:
+        """Apply ``change`` to this session's info (a write: ``updated_at`` moves)."""
+        raise NotImplementedError
+
+    def prune(self, cutoff: datetime, owner: str | None) -> Flow[Q, int]:
+        """Remove the store's sessions (of ``owner``) last written before ``cutoff``, whole,
+        a batch of at most ``PRUNE_BATCH`` per request; how many went."""
+        raise NotImplementedError
+
+    def delete_sessions(self, owner: str) -> Flow[Q, int]:
+        """Remove every session of ``owner`` as :meth:`prune` does; how many went."""
         raise NotImplementedError
 
     def append_after(
@@ -150,6 +169,16 @@ class FlowSession(Generic[C]):
         batch = stamp(to_messages(messages), keep=True)
         return self._run(lambda: self._core.replace(batch))
 
+    def _list(self, listing: Listing) -> Any:
+        # A store's listing (aniki.sessions.store): any session of the store serves it.
+        return self._run(lambda: self._core.list_sessions(listing), read=True)
+
+    def _prune(self, cutoff: datetime, owner: str | None) -> Any:
+        return self._run(lambda: self._core.prune(cutoff, owner))
+
+    def _delete(self, owner: str) -> Any:
+        return self._run(lambda: self._core.delete_sessions(owner))
+
     def _swap_meta(self, key: str, expected: Any, value: Any) -> Any:
         """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
 
@@ -193,8 +222,28 @@ class SyncFlowSession(FlowSession[C]):
         self._run(lambda: self._core.set_meta(key, value))
 
     def list_sessions(self) -> list[SessionInfo]:
-        """Every session of this store holding messages, most recently updated first."""
-        return self._run(self._core.list_sessions, read=True)
+        """Every session of this store holding messages or info, most recently updated
+        first (``open_store(url).list_sessions(...)`` filters and pages)."""
+        return self._run(lambda: self._core.list_sessions(Listing()), read=True)
+
+    def info(self) -> SessionInfo:
+        """What this conversation is: its title, owner, tags, message count and times
+        (``created_at`` and ``updated_at`` are ``None`` until it is first written)."""
+        return self._run(self._core.info, read=True)
+
+    def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """Set the conversation's ``title``, ``owner`` (a user id) or ``tags``; a keyword
+        left out is left as it is, ``None`` (``()`` for tags) removes it. Counts as a write:
+        ``updated_at`` moves. :class:`~aniki.UserError` for a value out of bounds (see
+        docs/sessions.md)."""
+        change = check_info(title=title, owner=owner, tags=tags)
+        self._run(lambda: self._core.set_info(change))
 
     def close(self) -> None:
         """Close the connections this instance opened."""
@@ -243,8 +292,24 @@ class AsyncFlowSession(FlowSession[C]):
         await self._run(lambda: self._core.set_meta(key, value))
 
     async def list_sessions(self) -> list[SessionInfo]:
-        """Every session of this store holding messages, most recently updated first."""
-        return await self._run(self._core.list_sessions, read=True)
+        """Every session of this store holding messages or info, most recently updated
+        first (``open_store(url, asynchronous=True)`` filters and pages)."""
+        return await self._run(lambda: self._core.list_sessions(Listing()), read=True)
+
+    async def info(self) -> SessionInfo:
+        """The sync class's ``info()``, awaited."""
+        return await self._run(self._core.info, read=True)
+
+    async def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """The sync class's ``set_info()``, awaited."""
+        change = check_info(title=title, owner=owner, tags=tags)
+        await self._run(lambda: self._core.set_info(change))
 
     async def aclose(self) -> None:
         """Close the connections this instance opened."""

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..errors import StoreError
 from ._backends import Shared, refuse_options
+from ._catalog import Listing
 from .base import AsyncSession, Session, SessionInfo
 
 __all__ = ["LocalBackend"]
@@ -72,9 +74,17 @@ class _Shared(Shared):
         session = self._local.session(session_id)
         return self._backend.twin(session) if self._asynchronous else session
 
-    def list_sync(self) -> Sequence[SessionInfo]:
-        infos: Sequence[SessionInfo] = self._local.list_sessions()
+    def list_sync(self, listing: Listing) -> Sequence[SessionInfo]:
+        infos: Sequence[SessionInfo] = self._local._list(listing)
         return infos
+
+    def prune_sync(self, cutoff: datetime, owner: str | None) -> int:
+        removed: int = self._local._prune(cutoff, owner)
+        return removed
+
+    def delete_sync(self, owner: str) -> int:
+        removed: int = self._local._delete(owner)
+        return removed
 
     def close_sync(self) -> None:
         self._backend.release(self._local)

@@ -4,18 +4,20 @@ URL itself, and an ``open_store`` store makes every session with one client or p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..errors import StoreError
 from ._backends import Shared, refuse_options
+from ._catalog import Listing
 from .base import AsyncSession, Session, SessionInfo
 from .url import check_server_url
 
 __all__ = ["LISTING_ID", "ServerBackend", "ServerShared"]
 
 LISTING_ID = "aniki-list-sessions"
-"""The session a server store lists through (any one of the store lists them all); it is
-never written."""
+"""The session a server store lists, prunes and deletes through (any one of the store reaches
+them all); it is never written."""
 
 
 class ServerBackend:
@@ -95,11 +97,27 @@ class ServerShared(Shared):
     def make(self, session_id: str) -> Any:
         return self._class(session_id, **self._options)
 
-    def list_sync(self) -> Sequence[SessionInfo]:
-        return list(self.make(LISTING_ID).list_sessions())
+    def list_sync(self, listing: Listing) -> Sequence[SessionInfo]:
+        return list(self.make(LISTING_ID)._list(listing))
 
-    async def list_async(self) -> Sequence[SessionInfo]:
-        return list(await self.make(LISTING_ID).list_sessions())
+    async def list_async(self, listing: Listing) -> Sequence[SessionInfo]:
+        return list(await self.make(LISTING_ID)._list(listing))
+
+    def prune_sync(self, cutoff: datetime, owner: str | None) -> int:
+        removed: int = self.make(LISTING_ID)._prune(cutoff, owner)
+        return removed
+
+    async def prune_async(self, cutoff: datetime, owner: str | None) -> int:
+        removed: int = await self.make(LISTING_ID)._prune(cutoff, owner)
+        return removed
+
+    def delete_sync(self, owner: str) -> int:
+        removed: int = self.make(LISTING_ID)._delete(owner)
+        return removed
+
+    async def delete_async(self, owner: str) -> int:
+        removed: int = await self.make(LISTING_ID)._delete(owner)
+        return removed
 
     def close_sync(self) -> None:
         self.resource.close()

@@ -82,14 +82,23 @@ class AsyncSession(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
-    """One stored conversation, as a store's ``list_sessions()`` reports it."""
+    """One stored conversation, as a store's ``list_sessions()`` and a session's ``info()``
+    report it. The fields after ``updated_at`` are what an app sets with ``set_info``."""
 
     id: str
     """The session id."""
     message_count: int
     """How many messages it holds."""
     updated_at: datetime | None
-    """When a message was last appended (UTC), when the store records it."""
+    """When it was last written (UTC): a message appended or removed, or its info set."""
+    title: str | None = None
+    """A title the app gave it (``None``: none)."""
+    owner: str | None = None
+    """The user (or tenant) it belongs to, as the app names them (``None``: none)."""
+    tags: tuple[str, ...] = ()
+    """Labels the app gave it, sorted, each once."""
+    created_at: datetime | None = None
+    """When it was first written (UTC), when the store records it."""
 
 
 def require_session(value: object, where: str = "session=") -> Session | AsyncSession:

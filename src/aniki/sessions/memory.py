@@ -6,15 +6,18 @@ import json
 import threading
 import uuid
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from typing import Any
 
 from ..memory import Memory
 from ..messages import Message, MessageLike
 from ._args import check_meta_key, check_session_id
+from ._catalog import KEEP, Keep, apply_change, check_info
 from ._codec import encode_meta
 from ._edits import FORK_SKIPPED_META, fork_target, forked_count
 from ._guard import admit
 from ._pages import Page, window
+from .base import SessionInfo
 
 __all__ = ["InMemorySession", "meta_json"]
 
@@ -59,6 +62,7 @@ class InMemorySession:
         # guard, see _guard): an undo from another thread cannot slip in between.
         self._lock = threading.Lock()
         self._generation = 0
+        self._info = SessionInfo(self._id, 0, None)
 
     @property
     def id(self) -> str:
@@ -70,12 +74,16 @@ class InMemorySession:
         with self._lock:
             admit(self, self._generation)
             self._memory.add_message(message)
+            self._touch()
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate all, then append all: a bad message stores none of the batch."""
         with self._lock:
             admit(self, self._generation)
+            before = len(self._memory)
             self._memory.add_messages(messages)
+            if len(self._memory) != before:
+                self._touch()
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
@@ -92,6 +100,7 @@ class InMemorySession:
         with self._lock:
             self._memory.clear()
             self._generation += 1
+            self._info = SessionInfo(self._id, 0, None)
         self._meta.clear()
 
     def fork(self, new_id: str, *, upto: str | None = None) -> InMemorySession:
@@ -108,6 +117,10 @@ class InMemorySession:
         count = forked_count(self._memory.get_messages(), upto, self._id)
         forked = InMemorySession(target)
         forked._memory = self._memory.copy(count)
+        now = datetime.now(timezone.utc)
+        forked._info = SessionInfo(
+            target, 0, now, self._info.title, self._info.owner, self._info.tags, now
+        )
         with self._meta_lock:
             forked._meta = {
                 key: json.loads(json.dumps(value))
@@ -123,7 +136,49 @@ class InMemorySession:
             removed = self._memory.undo()
             if removed:
                 self._generation += 1
+                self._touch()
         return removed
+
+    def info(self) -> SessionInfo:
+        """What this conversation is: its title, owner, tags, message count and times
+        (``created_at`` and ``updated_at`` are ``None`` until it is first written)."""
+        with self._lock:
+            return SessionInfo(
+                self._id,
+                len(self._memory),
+                self._info.updated_at,
+                self._info.title,
+                self._info.owner,
+                self._info.tags,
+                self._info.created_at,
+            )
+
+    def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """Set the conversation's ``title``, ``owner`` (a user id) or ``tags``; a keyword
+        left out is left as it is, ``None`` (``()`` for tags) removes it. Counts as a write:
+        ``updated_at`` moves.
+
+        Raises:
+            UserError: a title of more than 1000 characters, an empty owner or tag, more
+                than 50 tags (see the limits in docs/sessions.md).
+        """
+        change = check_info(title=title, owner=owner, tags=tags)
+        with self._lock:
+            self._info = apply_change(self._info, change, datetime.now(timezone.utc))
+
+    def _touch(self) -> None:
+        # A write at now (under self._lock): created_at on the first, updated_at on each.
+        now = datetime.now(timezone.utc)
+        created = self._info.created_at or now
+        self._info = SessionInfo(
+            self._id, 0, now, self._info.title, self._info.owner, self._info.tags, created
+        )
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""

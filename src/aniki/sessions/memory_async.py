@@ -6,7 +6,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..messages import Message, MessageLike
+from ._catalog import KEEP, Keep
 from ._closing import AsyncClosing
+from .base import SessionInfo
 from .memory import InMemorySession
 
 __all__ = ["AsyncInMemorySession"]
@@ -73,6 +75,20 @@ class AsyncInMemorySession(AsyncClosing):
     async def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
         """As :meth:`InMemorySession._swap_meta`."""
         return self._sync._swap_meta(key, expected, value)
+
+    async def info(self) -> SessionInfo:
+        """:meth:`InMemorySession.info <aniki.InMemorySession.info>`, awaited."""
+        return self._sync.info()
+
+    async def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """:meth:`InMemorySession.set_info <aniki.InMemorySession.set_info>`, awaited."""
+        self._sync.set_info(title=title, owner=owner, tags=tags)
 
     async def aclose(self) -> None:
         """Nothing to close; here for symmetry with the other async stores."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
@@ -34,6 +35,7 @@ from .._secrets import hide_password
 from ..errors import UserError
 from ._args import check_session_id
 from ._backends import Shared
+from ._catalog import check_listing, check_owner, check_prune
 from .base import AsyncSession, Session, SessionInfo
 from .url import backend_for
 
@@ -157,9 +159,12 @@ class _Store:
         """The store's URL, any password hidden."""
         return hide_password(self._url)
 
-    def _session(self, session_id: str) -> Any:
+    def _check_open(self) -> None:
         if self._closed:
             raise UserError(f"the store {self.url} is closed; open it again to use it")
+
+    def _session(self, session_id: str) -> Any:
+        self._check_open()
         return self._sessions.get(check_session_id(session_id), self._shared.make)
 
     def __repr__(self) -> str:
@@ -177,11 +182,56 @@ class SessionStore(_Store):
         session: Session = self._session(id)
         return session
 
-    def list_sessions(self) -> list[SessionInfo]:
-        """Every session holding messages: ids, message counts, last update."""
-        if self._closed:
-            raise UserError(f"the store {self.url} is closed; open it again to use it")
-        return list(self._shared.list_sync())
+    def list_sessions(
+        self,
+        *,
+        owner: str | None = None,
+        tag: str | None = None,
+        updated_after: datetime | None = None,
+        limit: int | None = None,
+        cursor: SessionInfo | None = None,
+        order: Literal["updated"] = "updated",
+    ) -> list[SessionInfo]:
+        """The store's conversations, newest ``updated_at`` first (ties by id), served by an
+        index: every session holding messages or info, or only those of ``owner``, with
+        ``tag``, or written after ``updated_after`` (aware). A page of ``limit``; pass its
+        last info as ``cursor`` for the next page.
+
+        Example::
+
+            page = store.list_sessions(owner="user-7", limit=20)
+            more = store.list_sessions(owner="user-7", limit=20, cursor=page[-1])
+        """
+        listing = check_listing(
+            owner=owner,
+            tag=tag,
+            updated_after=updated_after,
+            limit=limit,
+            cursor=cursor,
+            order=order,
+        )
+        self._check_open()
+        return list(self._shared.list_sync(listing))
+
+    def prune(self, *, older_than: timedelta, owner: str | None = None) -> int:
+        """Remove every conversation (of ``owner``) last written more than ``older_than``
+        ago, with everything kept for it (info, meta, summaries, held approvals, runs,
+        attachments); how many went. Each session goes atomically, in batches, so a large
+        prune never holds a lock long."""
+        cutoff = check_prune(older_than, owner)
+        self._check_open()
+        removed = self._shared.prune_sync(cutoff, owner)
+        self._sessions.clear()
+        return removed
+
+    def delete_sessions(self, *, owner: str) -> int:
+        """Remove every conversation of ``owner``, as :meth:`prune` removes one; how many
+        went (a user's "delete my data")."""
+        checked = check_owner(owner)
+        self._check_open()
+        removed = self._shared.delete_sync(checked)
+        self._sessions.clear()
+        return removed
 
     def close(self) -> None:
         """Close the pool or client; sessions handed out can no longer be used."""
@@ -235,12 +285,46 @@ class AsyncSessionStore(_Store):
         await self._shared.open_async()
         return self
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """Every session holding messages: ids, message counts, last update."""
-        if self._closed:
-            raise UserError(f"the store {self.url} is closed; open it again to use it")
+    async def list_sessions(
+        self,
+        *,
+        owner: str | None = None,
+        tag: str | None = None,
+        updated_after: datetime | None = None,
+        limit: int | None = None,
+        cursor: SessionInfo | None = None,
+        order: Literal["updated"] = "updated",
+    ) -> list[SessionInfo]:
+        """:meth:`SessionStore.list_sessions`, awaited."""
+        listing = check_listing(
+            owner=owner,
+            tag=tag,
+            updated_after=updated_after,
+            limit=limit,
+            cursor=cursor,
+            order=order,
+        )
+        self._check_open()
         await self.open()
-        return list(await self._shared.list_async())
+        return list(await self._shared.list_async(listing))
+
+    async def prune(self, *, older_than: timedelta, owner: str | None = None) -> int:
+        """:meth:`SessionStore.prune`, awaited."""
+        cutoff = check_prune(older_than, owner)
+        self._check_open()
+        await self.open()
+        removed = await self._shared.prune_async(cutoff, owner)
+        self._sessions.clear()
+        return removed
+
+    async def delete_sessions(self, *, owner: str) -> int:
+        """:meth:`SessionStore.delete_sessions`, awaited."""
+        checked = check_owner(owner)
+        self._check_open()
+        await self.open()
+        removed = await self._shared.delete_async(checked)
+        self._sessions.clear()
+        return removed
 
     async def aclose(self) -> None:
         """Close the pool or client; sessions handed out can no longer be used."""

@@ -39,6 +39,9 @@ Switches (class attributes) for stores that do less than the built-in ones:
   an ``id`` and a ``created_at`` on write, and has ``fork(new_id, *, upto=None)`` and
   ``undo()``, as every built-in store does (both ``False`` by default, so a store written
   before these existed still passes).
+* ``supports_info`` -- ``True`` when sessions have ``info()`` and ``set_info(title=...,
+  owner=..., tags=...)``; override ``store_factory()`` to return the ``open_store(...)``
+  store over the same data, and the listing, prune and delete checks run too.
 
 What is checked: round trips of every message shape (unicode, emoji, NUL characters,
 1 MB content, tool calls whose arguments are not valid JSON, tool messages); snapshots;
@@ -51,7 +54,11 @@ to one session at once: nothing lost or duplicated, each writer's order kept, ea
 contiguous, and every reader's view only ever growing. With the switches above on: ids
 unique and times current, kept with the model and usage through another instance; ``fork``
 (whole, ``upto`` a message, meta copied except summary claims, refusals); ``undo`` (the
-last turn returned and removed, seen by other instances, a batch split where needed).
+last turn returned and removed, seen by other instances, a batch split where needed);
+info (times and counts kept by writes, changes of one field, bounds refused, cleared with
+the history, kept by undo and fork); ``list_sessions`` (owner, tag, ``updated_after``,
+newest first, pages by ``cursor``, bad queries refused); ``prune`` and ``delete_sessions``
+(whole sessions, meta included, others untouched).
 
 Every id a check uses is unique to that test run, and each is cleared afterwards, so the
 suite can run against a shared server.
@@ -65,6 +72,7 @@ from typing import Any
 from ..errors import AnikiError, ValidationError
 from ..messages import Message
 from ..sessions.base import AsyncSession, Session
+from ._conformance_catalog import CatalogChecks
 from ._conformance_history import HistoryChecks
 from ._conformance_support import (
     AnySession,
@@ -110,7 +118,7 @@ _AWKWARD_IDS = [
 _HOSTILE_IDS = ["", "nul\x00id", "x" * 10_000, "\n", "con", "A" * 300 + "/" + "b" * 300]
 
 
-class SessionConformance(HistoryChecks, ConformanceBase):
+class SessionConformance(CatalogChecks, HistoryChecks, ConformanceBase):
     """Base class of the session-store conformance suite; see the module docstring.
 
     Example::

@@ -27,7 +27,17 @@ from ..messages import Message
 from ..parts import Attachment
 from ._codec import decode_message, encode_message
 
-__all__ = ["MARK", "digest", "join", "join_all", "refs", "shown_key", "split", "split_batch", "wanted"]
+__all__ = [
+    "MARK",
+    "digest",
+    "join",
+    "join_all",
+    "refs",
+    "shown_key",
+    "split",
+    "split_batch",
+    "wanted",
+]
 
 MARK = '"blob":"'
 """Text that every record naming a blob holds, and that JSON escaping keeps out of any

@@ -23,14 +23,16 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 from .._checks import shown
 from ..errors import UserError
-from .base import SessionInfo
+from .base import AsyncSession, Session, SessionInfo
 
 __all__ = [
     "KEEP",
+    "AsyncStoredSession",
+    "StoredSession",
     "MAX_OWNER",
     "MAX_TAG",
     "MAX_TAGS",
@@ -76,6 +78,43 @@ class Keep(enum.Enum):
 
 KEEP: Final = Keep.KEEP
 """A ``set_info`` keyword left out: that field is left as it is."""
+
+
+class StoredSession(Session, Protocol):
+    """What ``open_store(url).session(id)`` hands out: a :class:`~aniki.sessions.Session`
+    that also has the conversation's info (every built-in store's sessions have it)."""
+
+    def info(self) -> SessionInfo:
+        """Its title, owner, tags, message count and times."""
+        ...
+
+    def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """Set its title, owner or tags; a keyword left out is left as it is."""
+        ...
+
+
+class AsyncStoredSession(AsyncSession, Protocol):
+    """:class:`StoredSession` with awaited methods (``open_store(url, asynchronous=True)``)."""
+
+    async def info(self) -> SessionInfo:
+        """Its title, owner, tags, message count and times."""
+        ...
+
+    async def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """Set its title, owner or tags; a keyword left out is left as it is."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,8 +35,8 @@ from .._secrets import hide_password
 from ..errors import UserError
 from ._args import check_session_id
 from ._backends import Shared
-from ._catalog import check_listing, check_owner, check_prune
-from .base import AsyncSession, Session, SessionInfo
+from ._catalog import AsyncStoredSession, StoredSession, check_listing, check_owner, check_prune
+from .base import SessionInfo
 from .url import backend_for
 
 __all__ = ["AsyncSessionStore", "SessionStore", "open_store"]
@@ -176,10 +176,10 @@ class SessionStore(_Store):
     """A store's sessions for synchronous code, sharing one pool or client
     (see :func:`open_store`)."""
 
-    def session(self, id: str) -> Session:
+    def session(self, id: str) -> StoredSession:
         """The session ``id``: the one handed out before while it is kept, else a new one.
         Makes no connection."""
-        session: Session = self._session(id)
+        session: StoredSession = self._session(id)
         return session
 
     def list_sessions(
@@ -267,7 +267,7 @@ class AsyncSessionStore(_Store):
     """A store's async sessions, sharing one pool or client (see :func:`open_store`). Use it
     from one event loop."""
 
-    def session(self, id: str) -> AsyncSession:
+    def session(self, id: str) -> AsyncStoredSession:
         """The async session ``id``: the one handed out before while it is kept, else a new
         one. Makes no connection (a plain method: no ``await``)."""
         if not self._shared.opened:
@@ -275,7 +275,7 @@ class AsyncSessionStore(_Store):
                 f"open the store {self.url} first: `async with open_store(url, "
                 "asynchronous=True) as store:`, or `await store.open()`"
             )
-        session: AsyncSession = self._session(id)
+        session: AsyncStoredSession = self._session(id)
         return session
 
     async def open(self) -> AsyncSessionStore:

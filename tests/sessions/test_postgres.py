@@ -9,12 +9,14 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
 from aniki import Message, SchemaVersionError, StoreError, StoreUnavailableError, UserError
+from aniki.sessions import open_store
 from aniki.sessions._codec import SCHEMA_VERSION
 from aniki.sessions.postgres import AsyncPostgresSession, PostgresSession
 from aniki.sessions.postgres import _core as _postgres_core
@@ -39,15 +41,20 @@ def suite_table() -> Iterator[str]:
 
 @pytest.mark.usefixtures("suite_table")
 class TestPostgresConformance(SessionConformance):
-    assigns_ids = supports_fork_and_undo = True
+    assigns_ids = supports_fork_and_undo = supports_info = True
     session_class: type = PostgresSession
+    asynchronous = False
 
     def session_factory(self) -> SessionFactory:
         return functools.partial(self.session_class, dsn=postgres_dsn(), table=SUITE_TABLE)
 
+    def store_factory(self) -> Any:
+        return open_store(postgres_dsn(), asynchronous=self.asynchronous, table=SUITE_TABLE)
+
 
 class TestAsyncPostgresConformance(TestPostgresConformance):
     session_class = AsyncPostgresSession
+    asynchronous = True
 
 
 @pytest.fixture

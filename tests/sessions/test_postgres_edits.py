@@ -104,13 +104,14 @@ async def test_a_fork_of_an_asynchronous_stores_session_shares_its_pool(table: s
         assert [m.content for m in await child.get_messages()] == ["hi"]
 
 
-def test_fork_of_an_empty_session_copies_its_meta_and_lists_no_session(store: Opener) -> None:
+def test_fork_of_an_empty_session_copies_its_meta_and_is_listed_empty(store: Opener) -> None:
+    # A fork is the target's first write (as in memory): it is listed, holding no message.
     source = store.open("empty")
     store.call(source, "set_meta", "note", "kept")
     child = fork(store, source, "child")
     assert store.read(child) == []
     assert store.call(child, "get_meta", "note") == "kept"
-    assert store.call(child, "list_sessions") == []
+    assert [(i.id, i.message_count) for i in store.call(child, "list_sessions")] == [("child", 0)]
     with pytest.raises(UserError, match="no message with id"):
         fork(store, source, "other", upto="x")
 
@@ -151,13 +152,16 @@ def test_other_instances_see_an_undo_even_once_the_count_is_back(store: Opener, 
     assert [m.content for m in fused] == ["u1", "a1", "u3", "a3", "u4", "u5"]
 
 
-def test_an_undo_that_empties_a_session_ends_its_listing(store: Opener, table: str) -> None:
+def test_an_undo_that_empties_a_session_keeps_it_listed_empty(store: Opener, table: str) -> None:
+    # Its info (and created_at) outlive the messages, as in memory; only a clear ends it.
     session = store.open("s")
     store.driver.add_messages(session, turn("only", "reply"))
+    store.call(session, "set_info", title="kept")
     store.call(session, "set_meta", "kept", 1)
     assert [m.content for m in store.call(session, "undo")] == ["only", "reply"]
-    assert store.call(session, "list_sessions") == []
-    assert admin(f'SELECT count(*) FROM "{table}_sessions"') == [(0,)]
+    (listed,) = store.call(session, "list_sessions")
+    assert (listed.id, listed.message_count, listed.title) == ("s", 0, "kept")
+    assert admin(f'SELECT message_count FROM "{table}_sessions"') == [(0,)]
     assert store.call(session, "get_meta", "kept") == 1  # meta is kept
     store.add(session, "again")
     assert store.read(store.open("s")) == ["again"]

@@ -85,20 +85,22 @@ class AsyncPostgresSession(PostgresBase[_Pool], AsyncFlowSession[PostgresCore]):
                 raise self._error(exc) from exc
 
     async def _attempt(self, flow: Flow[T], deadline: float) -> T:
-        async with self._connection(deadline) as conn:
+        async with self._connection(deadline) as (conn, renew):
             if not self._core.ready:
                 await adrive(conn, self._core.setup())
                 self._core.mark_ready(True)
-            return await adrive(conn, flow)
+            return await adrive(conn, flow, renew)
 
     @asynccontextmanager
-    async def _connection(self, deadline: float) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def _connection(
+        self, deadline: float
+    ) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], Callable[[], None]]]:
         """As :meth:`PostgresSession._connection`."""
         reused = self._pool is not None or (self._conn is not None and not self._conn.closed)
         async with self._own(deadline) if self._pool is None else self._lent(deadline) as conn:
             try:
-                with self._watch(conn, deadline, reused=reused):
-                    yield conn
+                with self._watch(conn, deadline, reused=reused) as renew:
+                    yield conn, renew
             finally:
                 if self._timed_out:
                     await conn.close()

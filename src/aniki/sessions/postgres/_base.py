@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar, cast
 
@@ -119,18 +119,29 @@ class PostgresBase(Generic[P]):
         return {"autocommit": True, "connect_timeout": max(2, math.ceil(left))}
 
     @contextmanager
-    def _watch(self, conn: Any, deadline: float, *, reused: bool) -> Iterator[None]:
+    def _watch(self, conn: Any, deadline: float, *, reused: bool) -> Iterator[Callable[[], None]]:
         """Run the block with ``conn`` cut at ``deadline`` (see ``_drive``), and note what
         happened: whether the deadline cut it (the caller then closes it), and whether, broken,
-        it had died while idle (it had served before, ``reused``, and is closed now)."""
-        entry = arm(conn, deadline)
+        it had died while idle (it had served before, ``reused``, and is closed now).
+
+        The block gets a function that renews the deadline, ``timeout`` seconds from then: a
+        flow in several transactions (a prune) calls it after each COMMIT, so that each of
+        them, not the whole, is bounded."""
+        alarms = [arm(conn, deadline)]
+
+        def renew() -> None:
+            if disarm(alarms[-1]):
+                self._timed_out = True  # its socket is shut: the next statement fails
+            else:
+                alarms.append(arm(conn, time.monotonic() + self._timeout))
+
         try:
-            yield
+            yield renew
         except self._psycopg.OperationalError:
             self._broke_idle = reused and conn.closed
             raise
         finally:
-            if disarm(entry):
+            if disarm(alarms[-1]):
                 self._timed_out = True
 
     def _error(self, exc: Exception) -> Exception:

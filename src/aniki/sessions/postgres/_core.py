@@ -1,6 +1,7 @@
 """What ``PostgresSession`` and ``AsyncPostgresSession`` share, without I/O.
 
-The tables and the statements over them are in ``_sql``; fork and undo in ``_edits``.
+The tables and the statements over them are in ``_sql`` (their set-up in ``_schema``); fork
+and undo in ``_edits``; info, listing and retention in ``_catalog``.
 
 Why appends stay in order without a timestamp: an append (one statement) first upserts the
 session's row, which locks it until commit, and only then takes its ``seq`` values. Appends to
@@ -25,20 +26,21 @@ and ``read`` by :class:`~aniki.sessions._flow_store.FlowCore`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timezone
+from datetime import datetime
 from typing import Any
 
-from ...errors import SchemaVersionError, StoreError, StoreUnavailableError, UserError
+from ...errors import StoreError, StoreUnavailableError, UserError
 from ...messages import Message
 from .._args import check_meta_key, check_seconds, check_session_id
-from .._codec import SCHEMA_VERSION, decode_message, decode_meta, encode_message, encode_meta
+from .._catalog import InfoChange, Listing
+from .._codec import decode_message, decode_meta, encode_message, encode_meta
 from .._flow_store import FlowCore
 from .._guard import admit, expected_mark
 from .._history_cache import HistoryCache
 from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
-from . import _edits, _pages
+from . import _catalog, _edits, _pages, _schema
 from ._flow import Flow, Query
 from ._sql import check_table, statements
 
@@ -74,7 +76,8 @@ class PostgresCore(FlowCore[Query]):
     def __init__(self, session_id: str, *, table: str, store: str, conninfo: str) -> None:
         self.id = check_session_id(session_id)
         self.store = store
-        self._sql = statements(check_table(table))
+        self._table = check_table(table)
+        self._sql = statements(self._table)
         self._ready_key = (conninfo, table)
         self._cache: HistoryCache[int] = HistoryCache()  # position = last seq read
 
@@ -91,24 +94,9 @@ class PostgresCore(FlowCore[Query]):
             _READY.discard(self._ready_key)
 
     def setup(self) -> Flow[None]:
-        """Create the tables if absent and check their version, under a lock (safe when
-        several processes start at once)."""
-        q = self._sql
-        yield Query(q.lock, {"name": q.lock_name})
-        ((schema, *others),) = yield Query(q.find_tables, q.regclass_names)
-        version = None
-        if schema is not None:
-            ((version,),) = yield Query(q.get_version)
-            if version is not None and version > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"the tables were written with schema version {version}, newer than this "
-                    f"aniki's {SCHEMA_VERSION}; upgrade aniki to use them",
-                    store=self.store,
-                )
-        if version != SCHEMA_VERSION or None in others:
-            for statement in q.create:
-                yield Query(statement)
-            yield Query(q.put_version, {"version": SCHEMA_VERSION})
+        """Make the tables if absent, bring an older layout up to date, and check their
+        version, under a lock (safe when several processes start at once; see ``_schema``)."""
+        return _schema.setup(self._table, store=self.store)
 
     # --- operations ------------------------------------------------------------------
 
@@ -270,12 +258,20 @@ class PostgresCore(FlowCore[Query]):
         """Messages ``start`` to ``start + limit`` in one statement; caches nothing."""
         return _pages.page(self._sql, self.id, start, limit, store=self.store)
 
-    def list_sessions(self) -> Flow[list[SessionInfo]]:
-        rows = yield Query(self._sql.list_sessions, alone=True)
-        return [
-            SessionInfo(sid, int(count), updated.astimezone(timezone.utc))
-            for sid, count, updated in rows
-        ]
+    def info(self) -> Flow[SessionInfo]:
+        return _catalog.info(self._table, self.id)
+
+    def set_info(self, change: InfoChange) -> Flow[None]:
+        return _catalog.set_info(self._table, self.id, change)
+
+    def list_sessions(self, listing: Listing) -> Flow[list[SessionInfo]]:
+        return _catalog.list_sessions(self._table, listing)
+
+    def prune(self, cutoff: datetime, owner: str | None) -> Flow[int]:
+        return _catalog.prune(self._table, cutoff, owner)
+
+    def delete_sessions(self, owner: str) -> Flow[int]:
+        return _catalog.delete_sessions(self._table, owner)
 
 
 def _meta_key(key: str) -> str:

@@ -3,7 +3,8 @@
 A flow (see ``_flow``) yields queries; these drivers run them, on the loops of
 :mod:`aniki.sessions._driver`, answering each query with its rows. Statements marked ``alone``
 run as their own transactions on an autocommit connection (one round trip each); any other
-flow runs between BEGIN and COMMIT.
+flow runs between BEGIN and COMMIT, or, when a step is marked ``commits``, in several such
+transactions, one after another (the deadline is then renewed at each COMMIT).
 
 psycopg waits for a reply without any limit: a server that hangs, or a network that stops
 delivering while the kernel still acknowledges what was sent, holds a call forever (server
@@ -49,39 +50,65 @@ def borrow_autocommit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
     return not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
 
 
-def drive(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
-    """Run ``flow`` on ``conn``; its result."""
+def drive(
+    conn: psycopg.Connection[Any], flow: Flow[T], committed: Callable[[], None] | None = None
+) -> T:
+    """Run ``flow`` on ``conn``; its result. ``committed`` is called after each transaction a
+    step marked ``commits`` ended (the next begins with the step after it)."""
     try:
         first = next(flow)
     except StopIteration as done:
         return cast(T, done.value)
     alone = first.alone and conn.autocommit
-    with contextlib.nullcontext() if alone else conn.transaction(), conn.cursor() as cursor:
+    began = False  # a transaction of the flow is open
+    with contextlib.ExitStack() as transaction, conn.cursor() as cursor:
 
         def answer(step: Query) -> list[tuple[Any, ...]]:
+            nonlocal began
             _check_alone(alone, step)
+            if not (alone or began):
+                transaction.enter_context(conn.transaction())
+                began = True
             cursor.execute(step.statement, step.params)
-            return cursor.fetchall() if cursor.rownumber is not None else []
+            rows = cursor.fetchall() if cursor.rownumber is not None else []
+            if step.commits and began:
+                began = False
+                transaction.close()  # commits
+                if committed is not None:
+                    committed()
+            return rows
 
         return _driver.drive(flow, answer, answer(first))
 
 
-async def adrive(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
+async def adrive(
+    conn: psycopg.AsyncConnection[Any],
+    flow: Flow[T],
+    committed: Callable[[], None] | None = None,
+) -> T:
     """:func:`drive` on an async connection."""
     try:
         first = next(flow)
     except StopIteration as done:
         return cast(T, done.value)
     alone = first.alone and conn.autocommit
-    async with (
-        contextlib.nullcontext() if alone else conn.transaction(),
-        conn.cursor() as cursor,
-    ):
+    began = False
+    async with contextlib.AsyncExitStack() as transaction, conn.cursor() as cursor:
 
         async def answer(step: Query) -> list[tuple[Any, ...]]:
+            nonlocal began
             _check_alone(alone, step)
+            if not (alone or began):
+                await transaction.enter_async_context(conn.transaction())
+                began = True
             await cursor.execute(step.statement, step.params)
-            return await cursor.fetchall() if cursor.rownumber is not None else []
+            rows = await cursor.fetchall() if cursor.rownumber is not None else []
+            if step.commits and began:
+                began = False
+                await transaction.aclose()  # commits
+                if committed is not None:
+                    committed()
+            return rows
 
         return await _driver.adrive(flow, answer, answer(first))
 

@@ -11,8 +11,9 @@ the newest records back a page at a time and decoding them here, so a damaged re
 :class:`~aniki.CorruptStoreError` as on any read, and a record's text never has to pass as
 ``jsonb`` (which refuses the ``\\u0000`` a message may hold).
 
-A session's row exists only while it holds messages (a clear deletes it, an append makes
-it), and both flows keep it so: ``list_sessions`` lists the rows.
+A session's row exists from its first write until a clear (or a prune) removes it, and holds
+its info and times: a fork gives its target the source's title, owner and tags and the fork's
+time; an undo moves ``updated_at`` and keeps the row, emptied or not.
 """
 
 from __future__ import annotations
@@ -61,10 +62,7 @@ def fork(sql: Statements, source: str, target: str, upto: str | None, *, store: 
         if count:
             seqs, messages = yield from _back_to(sql, source, lambda m: m.id == upto, store=store)
         last = seqs[forked_count(messages, upto, source) - 1]  # a suffix: its last match is it
-    if count:
-        yield Query(sql.copy_messages, {"sid": source, "new": target, "last": last})
-    else:
-        yield Query(sql.clear[0], {"sid": target})  # no messages: no row (a clear's first step)
+    yield Query(sql.copy_messages, {"sid": source, "new": target, "last": last})
     yield Query(sql.clear[2], {"sid": target})  # the target's old meta, if any
     yield Query(sql.copy_meta, {"sid": source, "new": target, "skipped": _SKIPPED})
 
@@ -78,9 +76,7 @@ def undo(sql: Statements, sid: str, *, store: str) -> Flow[tuple[Message, ...]]:
     start = last_turn_start(messages)  # on a suffix: the last user message of the whole
     if start == len(messages):
         return ()
-    ((left,),) = yield Query(sql.cut, {"sid": sid, "start": seqs[start]})
-    if left <= 0:
-        yield Query(sql.clear[0], {"sid": sid})  # emptied: its row goes, as in a clear
+    yield Query(sql.cut, {"sid": sid, "start": seqs[start]})
     return tuple(messages[start:])
 
 

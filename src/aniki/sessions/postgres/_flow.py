@@ -1,8 +1,9 @@
 """A flow, and the steps it yields: how an operation on the tables is written without I/O.
 
 An operation is a generator (a *flow*) that yields :class:`Query` steps and receives their
-rows; ``_drive`` runs it on a connection, in one transaction. The flows are in ``_core`` and,
-for fork and undo, ``_edits``.
+rows; ``_drive`` runs it on a connection, in one transaction (or, for a long one such as a
+prune, in several: a step marked ``commits`` ends one). The flows are in ``_core`` and, for
+fork and undo, ``_edits``; for info, listing and retention, ``_catalog``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class Query:
     """The statement needs no transaction shared with the flow's others: on an autocommit
     connection it runs as its own (one round trip instead of three). A flow whose first
     statement is alone yields only such statements."""
+    commits: bool = False
+    """The flow's transaction commits once this statement has run, and its next statements
+    run in a new one (whose deadline starts afresh): how a prune works in short
+    transactions. Meaningless for a step that is ``alone``."""
 
 
 Flow = Generator[Query, list[tuple[Any, ...]], T]

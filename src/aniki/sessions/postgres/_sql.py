@@ -4,10 +4,14 @@ The tables, for ``table="aniki_messages"`` (names are quoted, so used exactly as
 
     aniki_messages           seq (identity: the order), session_id, message (JSON text), created_at
     aniki_messages_sessions  session_id, generation (identity: new after every clear or
-                             undo), message_count, updated_at; a row only while the
-                             session holds messages
+                             undo), message_count, updated_at, created_at, title, owner,
+                             tags (text[]); a row from the session's first write (an
+                             append, set_info, a fork into it) until a clear, prune or delete
     aniki_messages_meta      session_id, key, value (JSON text): derived state
     aniki_messages_schema    version: the layout version of the four tables
+
+The tables and their indexes are made (and an older layout brought up to date) by
+``_schema``; the statements of info, listing and retention are in ``_catalog``.
 
 Messages are ``text`` holding the JSON that :func:`~aniki.sessions._codec.encode_message` writes,
 which escapes NUL (PostgreSQL ``text`` and ``jsonb`` cannot hold one), so every message round-trips
@@ -25,7 +29,7 @@ from typing import Any
 
 from ...errors import UserError
 
-__all__ = ["MAX_TABLE_LENGTH", "Statements", "check_table", "statements"]
+__all__ = ["MAX_TABLE_LENGTH", "Statements", "check_table", "render", "statements"]
 
 MAX_TABLE_LENGTH = 48
 """Longest table name: PostgreSQL cuts names at 63 bytes, and aniki adds suffixes to it."""
@@ -54,13 +58,7 @@ def check_table(table: object) -> str:
 class Statements:
     """Every statement of one table family, rendered once."""
 
-    lock_name: str
     regclass_names: dict[str, Any]
-    lock: bytes
-    find_tables: bytes
-    get_version: bytes
-    create: tuple[bytes, ...]
-    put_version: bytes
     append: bytes
     append_read: bytes
     append_tail: bytes
@@ -79,7 +77,6 @@ class Statements:
     swap_meta: bytes
     swap_in_meta: bytes
     swap_out_meta: bytes
-    list_sessions: bytes
     lock_session: bytes
     share_session: bytes
     claim_session: bytes
@@ -96,7 +93,7 @@ _APPEND = (
     " VALUES (%(sid)s, %(n)s, now())"
     " ON CONFLICT (session_id) DO UPDATE"
     " SET message_count = s.message_count + EXCLUDED.message_count,"
-    " updated_at = EXCLUDED.updated_at"
+    " updated_at = greatest(s.updated_at, EXCLUDED.updated_at)"
     " RETURNING generation, message_count"
     "), m AS ("
     " INSERT INTO {messages} (session_id, message)"
@@ -143,8 +140,9 @@ _APPEND_THEN = (
 # holding none), checked in the statement itself (an encrypted session's chain needs it): the
 # session's row as the snapshot had it (`before`) and that snapshot's last message, then an
 # UPDATE of the row that holds only while the row is still as the snapshot had it (the row
-# lock makes it wait for a racing append, undo or clear, and then it compares the new row), or,
-# onto an empty session, an INSERT of the row that does nothing when one exists by then. No row
+# lock makes it wait for a racing append, undo or clear, and then it compares the new row) or,
+# onto an empty session, while it still counts no message; when the snapshot had no row, an
+# INSERT of it that, finding one made since, adds to it only if it counts no message. No row
 # back: another message is last, and nothing was written. (The id is read through json, whose
 # ->> refuses a record holding an escaped NUL: the escape is made another one first.)
 _BEFORE = "before AS (SELECT generation, message_count FROM {sessions} WHERE session_id = %(sid)s)"
@@ -152,13 +150,17 @@ _FOLLOWS = (
     "last AS (SELECT replace(message, '\\u0000', '\\u0001')::json->>'id' AS id"
     " FROM {messages} WHERE session_id = %(sid)s ORDER BY seq DESC LIMIT 1),"
     " u AS (UPDATE {sessions} AS s SET message_count = s.message_count + %(n)s,"
-    " updated_at = now() WHERE s.session_id = %(sid)s"
-    " AND s.generation = (SELECT generation FROM before)"
+    " updated_at = greatest(s.updated_at, now()) WHERE s.session_id = %(sid)s"
+    " AND CASE WHEN %(follows)s::text IS NULL THEN s.message_count = 0"
+    " ELSE s.generation = (SELECT generation FROM before)"
     " AND s.message_count = (SELECT message_count FROM before)"
-    " AND (SELECT id FROM last) = %(follows)s RETURNING s.generation, s.message_count),"
-    " i AS (INSERT INTO {sessions} (session_id, message_count, updated_at)"
+    " AND (SELECT id FROM last) = %(follows)s END RETURNING s.generation, s.message_count),"
+    " i AS (INSERT INTO {sessions} AS s (session_id, message_count, updated_at)"
     " SELECT %(sid)s, %(n)s, now() WHERE %(follows)s::text IS NULL"
-    " ON CONFLICT (session_id) DO NOTHING RETURNING generation, message_count),"
+    " AND NOT EXISTS (SELECT FROM before)"
+    " ON CONFLICT (session_id) DO UPDATE SET message_count = EXCLUDED.message_count,"
+    " updated_at = greatest(s.updated_at, EXCLUDED.updated_at) WHERE s.message_count = 0"
+    " RETURNING generation, message_count),"
     " s AS (SELECT generation, message_count FROM u UNION ALL SELECT generation, message_count"
     " FROM i"
 )
@@ -175,24 +177,53 @@ def _after(text: str) -> str:
     return "WITH " + _BEFORE + ", " + _FOLLOWS + rest
 
 
+_SUFFIXES = {"messages": "", "sessions": "_sessions", "meta": "_meta", "schema": "_schema"}
+_INDEXES = {
+    "index": "_by_session",
+    "by_time": "_by_time",
+    "by_owner": "_by_owner",
+    "by_tag": "_by_tag",
+}
+
+
+def regclass_names(table: str) -> dict[str, str]:
+    """The quoted, schema-qualified names of ``table``'s tables and indexes (for
+    ``to_regclass``), by the keys the statements use."""
+    *schema, base = table.split(".")
+    # check_table allows only letters, digits and underscores: quoting needs no escapes.
+    return {
+        key: ".".join(f'"{part}"' for part in [*schema, base + suffix])
+        for key, suffix in {**_SUFFIXES, **_INDEXES}.items()
+    }
+
+
+@functools.lru_cache(maxsize=64)
+def _names(table: str) -> dict[str, Any]:
+    from psycopg import sql
+
+    base = table.split(".")[-1]
+    names = {key: sql.SQL(name) for key, name in regclass_names(table).items()}
+    # An index is made in its table's schema: CREATE INDEX takes its bare name.
+    names.update({key: sql.SQL(f'"{base}{suffix}"') for key, suffix in _INDEXES.items()})
+    return names
+
+
+@functools.lru_cache(maxsize=512)
+def render(table: str, text: str) -> bytes:
+    """``text`` with ``{messages}``, ``{sessions}``, ``{meta}``, ``{schema}`` (and the index
+    names) made ``table``'s quoted names. Rendered once: psycopg then finds each statement
+    in its cache of converted queries."""
+    from psycopg import sql
+
+    return sql.SQL(text).format(**_names(table)).as_bytes(None)
+
+
 @functools.lru_cache(maxsize=64)
 def statements(table: str) -> Statements:
     """The statements for ``table`` (already checked by :func:`check_table`)."""
-    from psycopg import sql
-
-    *schema, base = table.split(".")
-
-    def quoted(suffix: str) -> str:
-        # check_table allows only letters, digits and underscores: quoting needs no escapes.
-        return ".".join(f'"{part}"' for part in [*schema, base + suffix])
-
-    suffixes = {"messages": "", "sessions": "_sessions", "meta": "_meta", "schema": "_schema"}
-    names = {key: sql.SQL(quoted(suffix)) for key, suffix in suffixes.items()}
-    names["index"] = sql.SQL(f'"{base}_by_session"')
 
     def q(text: str) -> bytes:
-        # Rendered once: psycopg then finds each statement in its cache of converted queries.
-        return sql.SQL(text).format(**names).as_bytes(None)
+        return render(table, text)
 
     append = _APPEND + " SELECT s.generation, s.message_count, (SELECT max(seq) FROM m) FROM s"
     # An append, then the rows a read needs, in one statement. Its parts all read the one
@@ -212,43 +243,7 @@ def statements(table: str) -> Statements:
     )
 
     return Statements(
-        lock_name=f"aniki:{table}",
-        regclass_names={key: quoted(suffix) for key, suffix in suffixes.items()},
-        lock=q("SELECT pg_advisory_xact_lock(hashtextextended(%(name)s, 0))"),
-        find_tables=q(
-            "SELECT to_regclass(%(schema)s), to_regclass(%(messages)s),"
-            " to_regclass(%(sessions)s), to_regclass(%(meta)s)"
-        ),
-        get_version=q("SELECT max(version) FROM {schema}"),
-        create=(
-            q(
-                "CREATE TABLE IF NOT EXISTS {schema} ("
-                " id smallint PRIMARY KEY CHECK (id = 1), version integer NOT NULL)"
-            ),
-            q(
-                "CREATE TABLE IF NOT EXISTS {messages} ("
-                " seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
-                " session_id text NOT NULL, message text NOT NULL,"
-                " created_at timestamptz NOT NULL DEFAULT now())"
-            ),
-            q("CREATE INDEX IF NOT EXISTS {index} ON {messages} (session_id, seq)"),
-            q(
-                "CREATE TABLE IF NOT EXISTS {sessions} ("
-                " session_id text PRIMARY KEY,"
-                " generation bigint GENERATED ALWAYS AS IDENTITY,"
-                " message_count bigint NOT NULL, updated_at timestamptz NOT NULL)"
-            ),
-            q(
-                "CREATE TABLE IF NOT EXISTS {meta} ("
-                " session_id text NOT NULL, key text NOT NULL, value text NOT NULL,"
-                " PRIMARY KEY (session_id, key))"
-            ),
-        ),
-        put_version=q(
-            "INSERT INTO {schema} AS s (id, version) VALUES (1, %(version)s)"
-            " ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version"
-            " WHERE s.version < EXCLUDED.version"
-        ),
+        regclass_names=regclass_names(table),
         # One statement, so one round trip and, on an autocommit connection, its own
         # transaction. The messages' insert reads the session's row from the upsert, so the
         # upsert runs first and locks that row until commit: appends to one session are
@@ -300,10 +295,6 @@ def statements(table: str) -> Statements:
             "DELETE FROM {meta} WHERE session_id = %(sid)s AND key = %(key)s"
             " AND value = %(expected)s RETURNING 1"
         ),
-        list_sessions=q(
-            "SELECT session_id, message_count, updated_at FROM {sessions}"
-            " ORDER BY updated_at DESC, session_id"
-        ),
         # The row locks of fork and undo (see _edits): an undo's conflicts with every other
         # lock; a fork's source is only read, so forks of one session may run together
         # while appends, clears and undos of it wait.
@@ -327,15 +318,19 @@ def statements(table: str) -> Statements:
             " AND seq < %(before)s ORDER BY seq DESC LIMIT %(limit)s"
         ),
         # A fork's messages, copied in order up to seq %(last)s (the record text carries the
-        # ids and times; the new rows get new seqs), and the target's count set to match.
+        # ids and times; the new rows get new seqs), the target's count set to match, its
+        # title, owner and tags the source's (none when it has no row), its times the fork's.
         copy_messages=q(
             "WITH copied AS ("
             " INSERT INTO {messages} (session_id, message, created_at)"
             " SELECT %(new)s, message, created_at FROM {messages}"
             " WHERE session_id = %(sid)s AND seq <= %(last)s ORDER BY seq"
             " RETURNING 1"
-            ") UPDATE {sessions} SET message_count = (SELECT count(*) FROM copied),"
-            " updated_at = now() WHERE session_id = %(new)s"
+            ") UPDATE {sessions} AS t SET message_count = (SELECT count(*) FROM copied),"
+            " created_at = now(), updated_at = greatest(t.updated_at, now()),"
+            " title = f.title, owner = f.owner, tags = coalesce(f.tags, '{{}}')"
+            " FROM (SELECT) AS one LEFT JOIN {sessions} AS f ON f.session_id = %(sid)s"
+            " WHERE t.session_id = %(new)s"
         ),
         copy_meta=q(
             "INSERT INTO {meta} (session_id, key, value)"
@@ -349,7 +344,8 @@ def statements(table: str) -> Statements:
             " DELETE FROM {messages} WHERE session_id = %(sid)s AND seq >= %(start)s"
             " RETURNING 1"
             ") UPDATE {sessions} SET generation = DEFAULT,"
-            " message_count = message_count - (SELECT count(*) FROM gone), updated_at = now()"
+            " message_count = message_count - (SELECT count(*) FROM gone),"
+            " updated_at = greatest(updated_at, now())"
             " WHERE session_id = %(sid)s RETURNING message_count"
         ),
     )

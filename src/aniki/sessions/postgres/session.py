@@ -47,7 +47,9 @@ class PostgresSession(PostgresBase[_Pool], SyncFlowSession[PostgresCore]):
         session.get_messages()  # (Message(role='user', content='Hi', ...),)
         branch = session.fork("conversation-42b")  # a copy that goes its own way
         session.undo()  # (Message(role='user', content='Hi', ...),): the last turn, removed
-        session.list_sessions()  # [SessionInfo(id='conversation-42b', message_count=1, ...)]
+        session.set_info(title="Greetings", owner="user-7")  # what a list of chats shows
+        session.list_sessions()  # [SessionInfo(id='conversation-42', message_count=0,
+        #   title='Greetings', ...), SessionInfo(id='conversation-42b', message_count=1, ...)]
         branch.close()
         session.close()
 
@@ -127,20 +129,23 @@ class PostgresSession(PostgresBase[_Pool], SyncFlowSession[PostgresCore]):
                 raise self._error(exc) from exc
 
     def _attempt(self, flow: Flow[T], deadline: float) -> T:
-        with self._connection(deadline) as conn:
+        with self._connection(deadline) as (conn, renew):
             if not self._core.ready:
                 drive(conn, self._core.setup())
                 self._core.mark_ready(True)
-            return drive(conn, flow)
+            return drive(conn, flow, renew)
 
     @contextmanager
-    def _connection(self, deadline: float) -> Iterator[psycopg.Connection[Any]]:
-        """A connection for one attempt, cut at ``deadline`` (then closed)."""
+    def _connection(
+        self, deadline: float
+    ) -> Iterator[tuple[psycopg.Connection[Any], Callable[[], None]]]:
+        """A connection for one attempt, cut at ``deadline`` (then closed), and the function
+        that renews the deadline (see ``_base``)."""
         reused = self._pool is not None or (self._conn is not None and not self._conn.closed)
         with self._own(deadline) if self._pool is None else self._lent(deadline) as conn:
             try:
-                with self._watch(conn, deadline, reused=reused):
-                    yield conn
+                with self._watch(conn, deadline, reused=reused) as renew:
+                    yield conn, renew
             finally:
                 if self._timed_out:
                     conn.close()  # its socket is shut: a pool must not lend it again

@@ -17,19 +17,20 @@ rewritten.
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
 
 from ...errors import CorruptStoreError
 from .._args import Durability
+from .._blobs import MARK
 from .._fork import count as fork_count
 from .._local_file import DAMAGED, identity_at, reason_of
+from ._blobs import NO_BLOBS, append_records, unlink, with_blobs
 from ._connect import connect
 from ._errors import DB_ERRORS, store_error
 from ._schema import damage_hint
@@ -38,8 +39,9 @@ from ._sql import (
     BLOCK,
     DELETE_META,
     DROP_META,
+    DROP_TAGS,
+    EMPTIED,
     GET_META,
-    LIST,
     READ,
     REGISTER,
     SESSION,
@@ -48,7 +50,7 @@ from ._sql import (
     appended,
 )
 
-__all__ = ["BLOCK", "Database", "database_for"]
+__all__ = ["BLOCK", "Database", "database_for", "empty"]
 
 _INHERITED: list[sqlite3.Connection] = []
 """Connections a forked child inherited: kept, never used or closed (that is the parent's job)."""
@@ -57,10 +59,6 @@ _INHERITED: list[sqlite3.Connection] = []
 def _close(conn: sqlite3.Connection) -> None:
     with suppress(sqlite3.Error):
         conn.close()
-
-
-# Real seconds since 1970 that datetime can show: anything else in created_at is damage.
-_TIMES = (-62135596800.0, 253402300799.0)
 
 
 class Database:
@@ -168,15 +166,22 @@ class Database:
             conn = self.conn
             conn.execute(REGISTER, (session_id,))
             row = conn.execute(SESSION, (session_id,)).fetchone()
-            return self._session_row(row)[0]
+            return self.session_row(row)[0]
 
-    def append(self, number: int, bodies: list[str], now: float) -> None:
-        """Append encoded messages to session ``number`` in one transaction.
+    def append(
+        self, number: int, bodies: list[str], now: float, blobs: Mapping[str, bytes]
+    ) -> None:
+        """Append encoded messages to session ``number``, with the ``blobs`` they name, in
+        one transaction.
 
         One message (the hottest path there is) is one statement, and one statement is one
         transaction: no ``BEGIN`` is needed, and SQLite takes the write lock (waiting up to
         the timeout) before it reads the session's last key.
         """
+        if blobs:
+            with self.transaction(write=True) as writing:
+                append_records(writing, number, bodies, blobs, now)
+            return
         with self.lock:
             if DAMAGED:
                 self.refuse_if_damaged()
@@ -194,37 +199,57 @@ class Database:
 
     def read_after(
         self, session_id: str, generation: int | None, after: int
-    ) -> tuple[int, list[tuple[int, str]]]:
-        """The session's generation and its rows with keys above ``after``.
+    ) -> tuple[int, list[tuple[int, str]], Mapping[str, bytes]]:
+        """The session's generation, its rows with keys above ``after``, and the blobs they
+        name.
 
         When the generation is not ``generation`` (a clear happened), all its rows instead.
         """
+        arguments = (session_id, generation, after, BLOCK)
+        blobs: Mapping[str, bytes] = NO_BLOBS
         with self.lock:
             try:
-                rows = self.conn.execute(READ, (session_id, generation, after, BLOCK)).fetchall()
+                conn = self.conn
+                rows = conn.execute(READ, arguments).fetchall()
+                for _, _, body in rows:
+                    if type(body) is str and MARK in body:  # some record names a blob
+                        rows, blobs = with_blobs(
+                            conn, rows, lambda again: again.execute(READ, arguments).fetchall(), 2
+                        )
+                        break
             except DB_ERRORS as exc:
                 self.fail(exc)
         if not rows:
-            return 0, []
+            return 0, [], blobs
         found = rows[0][0]
         if type(found) is not int:
             raise self.damage(f"session {session_id!r} has a generation that is not a number")
         records = [(key, body) for _, key, body in rows if key is not None]
         self._check_records(records)
-        return found, records
+        return found, records, blobs
 
-    def read_tail(self, session_id: str, limit: int) -> list[tuple[int, str]]:
-        """The session's last ``limit`` rows, oldest first."""
+    def read_tail(
+        self, session_id: str, limit: int
+    ) -> tuple[list[tuple[int, str]], Mapping[str, bytes]]:
+        """The session's last ``limit`` rows, oldest first, and the blobs they name."""
         # A session holds fewer than BLOCK messages: a larger limit means all of them.
-        limit = min(limit, BLOCK)
+        arguments = (session_id, BLOCK, min(limit, BLOCK))
+        blobs: Mapping[str, bytes] = NO_BLOBS
         with self.lock:
             try:
-                rows = self.conn.execute(TAIL, (session_id, BLOCK, limit)).fetchall()
+                conn = self.conn
+                rows = conn.execute(TAIL, arguments).fetchall()
+                for _, body in rows:
+                    if type(body) is str and MARK in body:  # some record names a blob
+                        rows, blobs = with_blobs(
+                            conn, rows, lambda again: again.execute(TAIL, arguments).fetchall(), 1
+                        )
+                        break
             except DB_ERRORS as exc:
                 self.fail(exc)
         records = [(key, body) for key, body in reversed(rows)]
         self._check_records(records)
-        return records
+        return records, blobs
 
     def _check_records(self, records: list[tuple[int, str]]) -> None:
         for key, body in records:
@@ -233,29 +258,35 @@ class Database:
                     f"the message stored at key {key!r} is {type(body).__name__}, not text"
                 )
 
-    def _session_row(self, row: tuple[object, ...] | None) -> tuple[int, int]:
+    def session_row(self, row: tuple[object, ...] | None) -> tuple[int, int]:
+        """``(number, generation)`` of a row :data:`~._sql.SESSION` read; damage if it is
+        missing or not numbers."""
         if row is None or type(row[0]) is not int or type(row[1]) is not int:
             raise self.damage("a row of the sessions table cannot be read")
         return row[0], row[1]
 
     def clear(self, session_id: str) -> int:
-        """Delete a session's messages and meta and bump its generation; the new generation."""
+        """Delete a session's messages, meta and info and bump its generation; the new
+        generation."""
         with self.transaction(write=True) as conn:
             row = conn.execute(SESSION, (session_id,)).fetchone()
             if row is None:
                 conn.execute(DROP_META, (session_id,))
                 return 0
-            return _empty(conn, session_id, *self._session_row(row))
+            return empty(conn, session_id, *self.session_row(row))
 
-    def replace(self, session_id: str, bodies: list[str], now: float) -> int:
-        """Make ``bodies`` a session's whole history and drop its meta, in one transaction
-        (a reader sees the old history or the new one, never neither); the new generation."""
+    def replace(
+        self, session_id: str, bodies: list[str], now: float, blobs: Mapping[str, bytes]
+    ) -> int:
+        """Make ``bodies`` a session's whole history and drop its meta and info (``clear``
+        then an append), in one transaction (a reader sees the old history or the new one,
+        never neither); the new generation."""
         with self.transaction(write=True) as conn:
             conn.execute(REGISTER, (session_id,))
             row = conn.execute(SESSION, (session_id,)).fetchone()
-            number, generation = self._session_row(row)
-            generation = _empty(conn, session_id, number, generation)
-            conn.executemany(APPEND, appended(number, bodies, now))
+            number, generation = self.session_row(row)
+            generation = empty(conn, session_id, number, generation)
+            append_records(conn, number, bodies, blobs, now)
             return generation
 
     def get_meta(self, session_id: str, key: str) -> str | None:
@@ -295,21 +326,6 @@ class Database:
                 conn.execute(SET_META, (session_id, key, text))
             return True
 
-    def list_sessions(self) -> list[tuple[str, int, float]]:
-        """``(id, message count, last append time)`` of every session with messages."""
-        with self.transaction(write=False) as conn:
-            rows = conn.execute(LIST, (BLOCK,)).fetchall()
-        for session_id, count, updated in rows:
-            if (
-                type(session_id) is not str
-                or type(count) is not int
-                or type(updated) not in (int, float)
-                or not math.isfinite(updated)
-                or not _TIMES[0] <= updated <= _TIMES[1]
-            ):
-                raise self.damage("a session's id, size or last update time cannot be read")
-        return [(a, b, float(c)) for a, b, c in rows]
-
     def close(self) -> None:
         """Close the connection (it reopens on next use)."""
         with self.lock:
@@ -330,14 +346,16 @@ def _append_all(conn: sqlite3.Connection, rows: list[tuple[int, int, str, float]
         raise
 
 
-def _empty(conn: sqlite3.Connection, session_id: str, number: int, generation: int) -> int:
-    """Delete session ``number``'s messages and meta and bump its generation; the new one."""
+def empty(conn: sqlite3.Connection, session_id: str, number: int, generation: int) -> int:
+    """Delete session ``number``'s messages (and blobs no other message names), meta, tags
+    and info, and bump its generation
+    (every instance's cache starts over); the new generation. Inside a write transaction."""
     low = int(number) * BLOCK
     conn.execute(DROP_META, (session_id,))
+    conn.execute(DROP_TAGS, (number,))
+    unlink(conn, low + 1, low + BLOCK)
     conn.execute("DELETE FROM aniki_messages WHERE key > ? AND key < ?", (low, low + BLOCK))
-    conn.execute(
-        "UPDATE aniki_sessions SET generation = generation + 1 WHERE number = ?", (number,)
-    )
+    conn.execute(EMPTIED, (number,))
     return int(generation) + 1
 
 

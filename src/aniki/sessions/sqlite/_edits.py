@@ -2,11 +2,14 @@
 so another process sees the session before or after it, never in between.
 
 A fork copies the source's rows (their text holds each message's id and time) into the
-target's block of keys, and its meta rows except :data:`~aniki.sessions._edits.FORK_SKIPPED_META`.
-An undo deletes the rows from the last user message on and bumps the session's generation,
-so every instance's cache starts over on its next read (as after a clear). An append after a
-named message (``append_after``, for an encrypted session's chain) checks the last row in the
-same transaction, so it lands after exactly that message or not at all.
+target's block of keys, with their links to the blobs they name, and its meta rows except
+:data:`~aniki.sessions._edits.FORK_SKIPPED_META`. An undo deletes the rows from the last user
+message on (and the blobs no other message names) and bumps the session's generation, so
+every instance's cache starts over on its next read (as after a clear). Both keep the
+session's row in step: an undo lowers its message count and moves ``updated_at``; a fork's
+new session copies the source's title, owner and tags, its times being the fork's. An
+append after a named message (``append_after``, for an encrypted session's chain) checks
+the last row in the same transaction, so it lands after exactly that message or not at all.
 
 Under a run's turn guard (:mod:`aniki.sessions._guard`) an append reads the session's
 generation in its own transaction, one lookup by key: an undo since the run stored its
@@ -16,15 +19,17 @@ question has bumped it, and the answer is refused.
 from __future__ import annotations
 
 import sqlite3
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
+from ...errors import CorruptStoreError
 from ...messages import Message
+from .._blobs import join, refs
 from .._codec import decode_message
 from .._edits import FORK_SKIPPED_META, forked_count, taken
 from .._guard import admit, in_force
+from ._blobs import append_records, copy_links, fetch, unlink
 from ._db import Database
-from ._sql import APPEND, BLOCK, SESSION, appended
+from ._sql import BLOCK, DROP_TAGS, SESSION, clock
 
 __all__ = ["append_after", "append_rows", "fork_rows", "undo_rows"]
 
@@ -38,31 +43,56 @@ _COPY_META = (
     "INSERT INTO aniki_session_meta (session_id, key, value) SELECT ?, key, value"
     " FROM aniki_session_meta WHERE session_id = ? AND key NOT IN ({skipped})"
 )
+_LABELS = "SELECT title, owner, tags FROM aniki_sessions WHERE number = ?"
+_COPY_TAGS = (
+    "INSERT INTO aniki_session_tags (tag, number) SELECT tag, ? FROM aniki_session_tags"
+    " WHERE number = ?"
+)
+_FORKED = (
+    "UPDATE aniki_sessions SET title = ?, owner = ?, tags = ?, created_at = ?, updated_at = ?,"
+    " message_count = ? WHERE number = ?"
+)
+_UNDONE = (
+    "UPDATE aniki_sessions SET generation = generation + 1, updated_at = ?1,"
+    " created_at = coalesce(created_at, ?1), message_count = max(message_count - ?2, 0)"
+    " WHERE number = ?3"
+)
 
 
 def fork_rows(db: Database, session_id: str, new_id: str, upto: str | None) -> None:
-    """Copy session ``session_id`` (through message ``upto``) and its meta to ``new_id``."""
+    """Copy session ``session_id`` (through message ``upto``), its meta and its labels (title,
+    owner, tags) to ``new_id``."""
     with db.transaction(write=True) as conn:
         row = conn.execute(SESSION, (session_id,)).fetchone()
         rows: list[tuple[int, str, float]] = []
+        labels: tuple[object, ...] = (None, None, "[]")
+        source = None
         if row is not None:
-            low = _number(db, row) * BLOCK
-            rows = conn.execute(_ROWS, (low, low + BLOCK)).fetchall()
+            source = _number(db, row)
+            rows = conn.execute(_ROWS, (source * BLOCK, (source + 1) * BLOCK)).fetchall()
+            labels = conn.execute(_LABELS, (source,)).fetchone()
         if upto is not None:
-            messages = [_decoded(db, body) for _, body, _ in rows]
+            messages = [_decoded(db, conn, body) for _, body, _ in rows]
             rows = rows[: forked_count(messages, upto, session_id)]
         conn.execute("INSERT OR IGNORE INTO aniki_sessions (id) VALUES (?)", (new_id,))
-        target = _number(db, conn.execute(SESSION, (new_id,)).fetchone()) * BLOCK
+        number = _number(db, conn.execute(SESSION, (new_id,)).fetchone())
+        target = number * BLOCK
         if conn.execute(_ANY, (target, target + BLOCK)).fetchone() is not None:
             raise taken(new_id)
         conn.execute("DELETE FROM aniki_session_meta WHERE session_id = ?", (new_id,))
         if rows:
-            source = rows[0][0] - rows[0][0] % BLOCK
-            conn.executemany(_INSERT, [(target + key - source, body, at) for key, body, at in rows])
+            low = rows[0][0] - rows[0][0] % BLOCK
+            conn.executemany(_INSERT, [(target + key - low, body, at) for key, body, at in rows])
+            copy_links(conn, rows[0][0], rows[-1][0], target - low)
         skipped = ", ".join("?" for _ in FORK_SKIPPED_META)
         conn.execute(
             _COPY_META.format(skipped=skipped), (new_id, session_id, *sorted(FORK_SKIPPED_META))
         )
+        now = clock()
+        conn.execute(_FORKED, (*labels, now, now, len(rows), number))
+        conn.execute(DROP_TAGS, (number,))
+        if source is not None:
+            conn.execute(_COPY_TAGS, (number, source))
 
 
 def undo_rows(db: Database, session_id: str) -> list[Message]:
@@ -76,47 +106,52 @@ def undo_rows(db: Database, session_id: str) -> list[Message]:
         removed: list[Message] = []
         cursor = conn.execute(_NEWEST_FIRST, (low, low + BLOCK))
         for key, body in _rows(cursor):
-            message = _decoded(db, body)
+            message = _decoded(db, conn, body)
             removed.append(message)
             if message.role == "user":
-                conn.execute(
+                unlink(conn, key, low + BLOCK)
+                deleted = conn.execute(
                     "DELETE FROM aniki_messages WHERE key >= ? AND key < ?", (key, low + BLOCK)
-                )
-                conn.execute(
-                    "UPDATE aniki_sessions SET generation = generation + 1 WHERE number = ?",
-                    (number,),
-                )
+                ).rowcount
+                conn.execute(_UNDONE, (clock(), deleted, number))
                 removed.reverse()
                 return removed
         return []
 
 
 def append_after(
-    db: Database, number: int, bodies: list[str], after: str | None, now: float
+    db: Database,
+    number: int,
+    bodies: list[str],
+    blobs: Mapping[str, bytes],
+    after: str | None,
+    now: float,
 ) -> bool:
-    """Append ``bodies`` to session ``number`` only if its last message has the id ``after``
-    (``None``: it holds none), in one write transaction; whether they were appended."""
+    """Append ``bodies`` (naming ``blobs``) to session ``number`` only if its last message
+    has the id ``after`` (``None``: it holds none), in one write transaction; whether they
+    were appended."""
     low = number * BLOCK
     with db.transaction(write=True) as conn:
         row = conn.execute(_LAST, (low, low + BLOCK)).fetchone()
-        found = None if row is None else _decoded(db, row[0]).id or ""  # "": never named
+        found = None if row is None else _decoded(db, conn, row[0]).id or ""  # "": never named
         if found != after:
             return False
         _admit(conn, db, number)  # a turn guard's mark is taken by a write that is made
-        conn.executemany(APPEND, appended(number, bodies, now))
+        append_records(conn, number, bodies, blobs, now)
         return True
 
 
-def append_rows(db: Database, number: int, bodies: list[str]) -> None:
-    """Append encoded messages to session ``number`` in one transaction (one statement for
-    one message); under a turn guard, checked against the session's generation first."""
-    now = time.time()
+def append_rows(db: Database, number: int, bodies: list[str], blobs: Mapping[str, bytes]) -> None:
+    """Append encoded messages (naming ``blobs``) to session ``number`` in one transaction
+    (one statement for one message without blobs); under a turn guard, checked against the
+    session's generation first."""
+    now = clock()
     if not in_force():
-        db.append(number, bodies, now)
+        db.append(number, bodies, now, blobs)
         return
     with db.transaction(write=True) as conn:
         _admit(conn, db, number)
-        conn.executemany(APPEND, appended(number, bodies, now))
+        append_records(conn, number, bodies, blobs, now)
 
 
 def _admit(conn: sqlite3.Connection, db: Database, number: int) -> None:
@@ -138,7 +173,14 @@ def _number(db: Database, row: tuple[object, ...] | None) -> int:
     return row[0]
 
 
-def _decoded(db: Database, body: object) -> Message:
+def _decoded(db: Database, conn: sqlite3.Connection, body: object) -> Message:
+    """The message stored as ``body``, its attachments' bytes read in the same transaction."""
     if type(body) is not str:
         raise db.damage(f"a stored message is {type(body).__name__}, not text")
-    return decode_message(body, store=db.label)
+    named = refs(body)
+    try:
+        if not named:
+            return decode_message(body, store=db.label)
+        return join(body, fetch(conn, named), store=db.label)
+    except CorruptStoreError as exc:
+        raise db.damaged(exc) from None

@@ -6,7 +6,8 @@ end, a clear empties the block, a fork copies keys as they are). The read counts
 session's rows (``count(*)``, a walk over the block that decodes nothing: about 9 ms for
 100,000 messages) and seeks its last key: when the two agree, the keys are contiguous and
 the page is a range of keys, a few B-tree seeks. When they do not (rows deleted by something
-other than aniki), the page is read by position, with ``OFFSET``.
+other than aniki), the page is read by position, with ``OFFSET``. The blobs the page's
+messages name are read in the same transaction.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import sqlite3
 
 from ...errors import CorruptStoreError
+from .._blobs import join_all
 from .._codec import decode_message
 from .._pages import Page, window
+from ._blobs import fetch, named
 from ._db import Database
 from ._sql import BLOCK
 
@@ -35,14 +38,21 @@ def read_page(db: Database, session_id: str, start: int, limit: int) -> Page:
     :func:`~aniki.sessions._pages.read_page`), read in one read transaction."""
     with db.transaction(write=False) as conn:
         total, first, rows = _rows(db, conn, session_id, start, limit)
-    bodies: list[str] = []
-    for key, body in rows:
-        if type(body) is not str:
-            raise db.damage(f"the message stored at key {key!r} is {type(body).__name__}, not text")
-        bodies.append(body)
+        bodies: list[str] = []
+        for key, body in rows:
+            if type(body) is not str:
+                raise db.damage(
+                    f"the message stored at key {key!r} is {type(body).__name__}, not text"
+                )
+            bodies.append(body)
+        keys = named(bodies)
+        blobs = fetch(conn, keys) if keys else {}
     label = db.label
     try:
-        messages = tuple(decode_message(body, store=label) for body in bodies)
+        if blobs:
+            messages = tuple(join_all(bodies, blobs, store=label))
+        else:
+            messages = tuple(decode_message(body, store=label) for body in bodies)
     except CorruptStoreError as exc:
         db.damaged(exc)
         raise

@@ -31,6 +31,7 @@ __all__ = [
     "damage_hint",
     "prepare_schema",
     "schema_version",
+    "statements",
 ]
 
 QUICK_CHECK_LIMIT = 256 * 2**20
@@ -68,7 +69,67 @@ _V2 = """
 -- version keeps out an older aniki, which would read such records as damaged.
 """
 
-MIGRATIONS: list[str] = [_V1, _V2]
+# Version 3: what an app keeps about a conversation (title, owner, tags) and what a listing
+# shows (its times and message count) sit in the session's row, so a listing reads no
+# message: it walks one index newest first (all sessions, or one owner's), or the tags
+# table. Appends keep the row in step through the trigger, in the statement that inserts:
+# an append stays one statement, one transaction. The times are the messages' own (REAL
+# seconds since 1970, to the microsecond: see _sql.clock); an existing session gets them from
+# its first and last message (appended in order: its oldest and its newest).
+_V3 = """
+ALTER TABLE aniki_sessions ADD COLUMN title TEXT;
+ALTER TABLE aniki_sessions ADD COLUMN owner TEXT;
+ALTER TABLE aniki_sessions ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE aniki_sessions ADD COLUMN created_at REAL;
+ALTER TABLE aniki_sessions ADD COLUMN updated_at REAL;
+ALTER TABLE aniki_sessions ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE aniki_session_tags (
+    tag TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    PRIMARY KEY (tag, number)
+) WITHOUT ROWID;
+CREATE INDEX aniki_session_tags_of ON aniki_session_tags (number);
+UPDATE aniki_sessions SET
+    message_count = (SELECT count(*) FROM aniki_messages AS m
+        WHERE m.key > aniki_sessions.number << 32 AND m.key < (aniki_sessions.number + 1) << 32),
+    created_at = (SELECT CAST(m.created_at * 1000000 + 0.5 AS INTEGER) / 1000000.0
+        FROM aniki_messages AS m
+        WHERE m.key > aniki_sessions.number << 32 AND m.key < (aniki_sessions.number + 1) << 32
+        ORDER BY m.key LIMIT 1),
+    updated_at = (SELECT CAST(m.created_at * 1000000 + 0.5 AS INTEGER) / 1000000.0
+        FROM aniki_messages AS m
+        WHERE m.key > aniki_sessions.number << 32 AND m.key < (aniki_sessions.number + 1) << 32
+        ORDER BY m.key DESC LIMIT 1);
+CREATE INDEX aniki_sessions_by_time ON aniki_sessions (updated_at DESC, id)
+    WHERE updated_at IS NOT NULL;
+CREATE INDEX aniki_sessions_by_owner ON aniki_sessions (owner, updated_at DESC, id)
+    WHERE owner IS NOT NULL;
+CREATE TRIGGER aniki_messages_counted AFTER INSERT ON aniki_messages BEGIN
+    UPDATE aniki_sessions SET message_count = message_count + 1,
+        created_at = coalesce(created_at, new.created_at), updated_at = new.created_at
+    WHERE number = new.key >> 32;
+END;
+"""
+
+# Version 4: attachments apart from their messages, once per content (aniki.sessions._blobs):
+# a message's record names each attachment by the SHA-256 of its bytes, kept once in
+# aniki_blobs; aniki_blob_refs links each message key to the hashes it names, so removing
+# messages (a key range) finds the blobs they named without reading them, and a blob goes
+# with its last link. Records written before keep their bytes inline and read unchanged.
+_V4 = """
+CREATE TABLE aniki_blobs (
+    hash TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+);
+CREATE TABLE aniki_blob_refs (
+    key INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (key, hash)
+) WITHOUT ROWID;
+CREATE INDEX aniki_blob_refs_by_hash ON aniki_blob_refs (hash);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 
 _HEADER = b"SQLite format 3\x00"
 
@@ -140,15 +201,31 @@ def header_problem(header: bytes, size: int) -> str | None:
     return None
 
 
+def statements(step: str) -> list[str]:
+    """The SQL statements of a migration step, in order. A ``;`` ends a statement only where
+    SQLite says it does: not inside a trigger's body, a string or a comment."""
+    found, pending = [], ""
+    for piece in step.split(";"):
+        pending += piece
+        if sqlite3.complete_statement(pending + ";"):
+            if pending.strip():
+                found.append(pending)
+            pending = ""
+        else:
+            pending += ";"
+    if pending.rstrip(";").strip():
+        found.append(pending.rstrip(";"))
+    return found
+
+
 @functools.lru_cache(maxsize=8)
 def _expected_schema(steps: tuple[str, ...]) -> frozenset[tuple[str, str, str | None]]:
     """What ``sqlite_master`` holds after ``steps``: built once in memory and compared."""
     conn = sqlite3.connect(":memory:")
     try:
         for step in steps:
-            for statement in step.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(step):
+                conn.execute(statement)
         return frozenset(row for row in _schema_rows(conn) if _ours(row[1]))
     finally:
         conn.close()
@@ -239,9 +316,8 @@ def _migrate(conn: sqlite3.Connection, path: Path, label: str) -> None:
             conn.execute("ROLLBACK")
             return
         for step in MIGRATIONS[version:]:
-            for statement in step.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(step):
+                conn.execute(statement)
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={schema_version()}")
         conn.execute("COMMIT")

@@ -3,23 +3,33 @@
 A session owns the block of message keys ``number * BLOCK + 1`` to ``(number + 1) * BLOCK -
 1`` (see :mod:`~aniki.sessions.sqlite._schema`): its messages are one contiguous range of the
 table's own B-tree, so a read is a range scan and an append goes to the end of the range.
+
+A session's row also holds its info, times and message count (schema version 3): an insert
+into ``aniki_messages`` keeps them in step by a trigger, in the same statement; the
+statements here that delete messages keep them in step themselves.
 """
 
 from __future__ import annotations
 
+import time
+
 __all__ = [
+    "ADD_TAG",
     "APPEND",
     "BLOCK",
     "DELETE_META",
     "DROP_META",
+    "DROP_TAGS",
+    "EMPTIED",
     "GET_META",
-    "LIST",
+    "INFO_COLUMNS",
     "READ",
     "REGISTER",
     "SESSION",
     "SET_META",
     "TAIL",
     "appended",
+    "clock",
 ]
 
 BLOCK = 1 << 32
@@ -53,11 +63,22 @@ SET_META = (
     " ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value"
 )
 DELETE_META = "DELETE FROM aniki_session_meta WHERE session_id = ? AND key = ?"
-LIST = (
-    "SELECT s.id, count(*), max(m.created_at) FROM aniki_sessions AS s"
-    " JOIN aniki_messages AS m ON m.key > s.number * ?1 AND m.key < (s.number + 1) * ?1"
-    " GROUP BY s.number ORDER BY 3 DESC, s.id"
+# A session emptied (by clear, an import, a prune): a new generation, and no info left.
+EMPTIED = (
+    "UPDATE aniki_sessions SET generation = generation + 1, title = NULL, owner = NULL,"
+    " tags = '[]', created_at = NULL, updated_at = NULL, message_count = 0 WHERE number = ?"
 )
+DROP_TAGS = "DELETE FROM aniki_session_tags WHERE number = ?"
+ADD_TAG = "INSERT OR IGNORE INTO aniki_session_tags (tag, number) VALUES (?, ?)"
+INFO_COLUMNS = ("id", "message_count", "updated_at", "title", "owner", "tags", "created_at")
+"""The columns of ``aniki_sessions`` a :class:`~aniki.sessions.SessionInfo` is read from."""
+
+
+def clock() -> float:
+    """Now, in seconds since 1970 rounded to the microsecond, as every time is stored: it
+    reads back as a ``datetime`` and converts to the same float again, so a listing's
+    ``cursor`` and ``updated_after`` compare exactly with the stored times."""
+    return round(time.time() * 1_000_000) / 1_000_000
 
 
 def appended(number: int, bodies: list[str], now: float) -> list[tuple[int, int, str, float]]:

@@ -16,8 +16,10 @@ from typing_extensions import Unpack
 
 from ...messages import Message, MessageLike, to_messages
 from .._args import Durability
+from .._catalog import KEEP, Keep, check_info
 from .._local_file import LocalOptions
 from .._offload import Offloaded
+from ..base import SessionInfo
 from .session import SQLiteSession
 
 __all__ = ["AsyncSQLiteSession"]
@@ -89,6 +91,31 @@ class AsyncSQLiteSession(Offloaded[SQLiteSession]):
         """:meth:`SQLiteSession.undo <aniki.sessions.SQLiteSession.undo>`, awaited: remove
         the last turn (from the last user message on) in one transaction and return it."""
         return await self._call(self._sync.undo)
+
+    async def info(self) -> SessionInfo:
+        """:meth:`SQLiteSession.info <aniki.sessions.SQLiteSession.info>`, awaited: the
+        conversation's title, owner, tags, message count and times."""
+        return await self._call(self._sync.info)
+
+    async def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """:meth:`SQLiteSession.set_info <aniki.sessions.SQLiteSession.set_info>`, awaited:
+        set the ``title``, ``owner`` or ``tags`` (left out: kept; ``None`` or ``()``:
+        removed). The values are checked here, before any I/O.
+
+        Raises:
+            UserError: a title of more than 1000 characters, an empty owner or tag, more
+                than 50 tags (see the limits in docs/sessions.md).
+        """
+        change = check_info(title=title, owner=owner, tags=tags)
+        await self._call(
+            lambda: self._sync.set_info(title=change.title, owner=change.owner, tags=change.tags)
+        )
 
     async def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one transaction (used by `aniki sessions import`).

@@ -29,6 +29,10 @@ generation: the session's, bumped by :meth:`SQLiteSession.clear` and ``undo``).
 long the history, and still sees what other instances and processes appended or cleared.
 The messages an instance wrote are read back without decoding.
 
+Attachments: their bytes are stored apart from the messages, once per content (the same
+image sent ten times is stored once), in the transaction that stores the message, and go
+with the last message that names them; see :mod:`aniki.sessions.sqlite._blobs`.
+
 :class:`~aniki.sessions.SQLiteStore`, the file seen as a whole, is in
 :mod:`aniki.sessions.sqlite.store`.
 """
@@ -36,8 +40,7 @@ The messages an instance wrote are read back without decoding.
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -46,17 +49,23 @@ from ..._stamps import stamp, stamp_one
 from ...errors import CorruptStoreError
 from ...messages import Message, MessageLike, to_message, to_messages
 from .._args import Durability, check_limit, check_meta_key, check_session_id
+from .._blobs import MARK, join, split
+from .._catalog import KEEP, Keep, check_info
 from .._closing import Closing
 from .._codec import decode_message, decode_meta, encode_message, encode_meta
 from .._edits import fork_target
 from .._history_cache import HistoryCache
 from .._local_file import LocalOptions
 from .._pages import Page
+from ..base import SessionInfo
 from ..memory import meta_json
+from ._blobs import NO_BLOBS, records_of
 from ._db import Database, database_for
 from ._edits import append_after, append_rows, fork_rows, undo_rows
+from ._info import read_info, write_info
 from ._options import DEFAULT_TIMEOUT, absolute_path, checked_options
 from ._pages import read_page
+from ._sql import clock
 
 __all__ = ["SQLiteSession"]
 
@@ -132,13 +141,17 @@ class SQLiteSession(Closing):
     def add_message(self, message: MessageLike) -> None:
         """Validate and append one message (one transaction)."""
         message = stamp_one(to_message(message))
-        self._append([message], [encode_message(message)])
+        if message.attachments:
+            record, blobs = split(message)
+            self._append([message], [record], blobs)
+        else:
+            self._append([message], [encode_message(message)], NO_BLOBS)
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message, then append them in one transaction: all or nothing."""
         batch = stamp(to_messages(messages))
         if batch:
-            self._append(batch, [encode_message(message) for message in batch])
+            self._append(batch, *records_of(batch))
 
     def _add_after(
         self,
@@ -156,8 +169,8 @@ class SQLiteSession(Closing):
         with db.lock:
             if self._number is None:
                 self._number = db.register(self._id)
-            bodies = [encode_message(message) for message in batch]
-            if not append_after(db, self._number, bodies, after, time.time()):
+            bodies, blobs = records_of(batch)
+            if not append_after(db, self._number, bodies, blobs, after, clock()):
                 return None
             return self.get_messages(limit) if read else tuple(batch)
 
@@ -179,7 +192,8 @@ class SQLiteSession(Closing):
         return read_page(self._database, self._id, start, limit)
 
     def clear(self) -> None:
-        """Delete the history and its derived state; other instances see it on their next read."""
+        """Delete the history, its derived state and its info; other instances see it on
+        their next read."""
         db = self._database
         with db.lock:
             self._cache.reset(db.clear(self._id))
@@ -187,10 +201,10 @@ class SQLiteSession(Closing):
     def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one transaction (used by `aniki sessions import`).
         batch = stamp(to_messages(messages), keep=True)
-        bodies = [encode_message(message) for message in batch]
+        bodies, blobs = records_of(batch)
         db = self._database
         with db.lock:
-            self._cache.reset(db.replace(self._id, bodies, time.time()))
+            self._cache.reset(db.replace(self._id, bodies, clock(), blobs))
 
     def fork(self, new_id: str, *, upto: str | None = None) -> SQLiteSession:
         """A new session ``new_id`` in this file holding a copy of this history, through the
@@ -231,6 +245,39 @@ class SQLiteSession(Closing):
                 self._cache.reset()
                 self._own.clear()
         return tuple(removed)
+
+    def info(self) -> SessionInfo:
+        """What this conversation is: its title, owner, tags, message count and times
+        (``created_at`` and ``updated_at`` are ``None`` until it is first written). One
+        read of the session's row: no message is read.
+
+        Example::
+
+            session.info().message_count  # 2
+        """
+        return read_info(self._database, self._id)
+
+    def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """Set the conversation's ``title``, ``owner`` (a user id) or ``tags``; a keyword
+        left out is left as it is, ``None`` (``()`` for tags) removes it. Counts as a write:
+        ``updated_at`` moves. One write transaction.
+
+        Example::
+
+            session.set_info(title="Trip to Kyoto", owner="user-7", tags=["travel"])
+
+        Raises:
+            UserError: a title of more than 1000 characters, an empty owner or tag, more
+                than 50 tags (see the limits in docs/sessions.md).
+        """
+        change = check_info(title=title, owner=owner, tags=tags)
+        write_info(self._database, self._id, change, clock())
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
@@ -282,11 +329,11 @@ class SQLiteSession(Closing):
             self._db = database_for(self._path, self._durability, self._timeout)
         return self._db
 
-    def _append(self, batch: list[Message], bodies: list[str]) -> None:
+    def _append(self, batch: list[Message], bodies: list[str], blobs: Mapping[str, bytes]) -> None:
         db = self._database
         if self._number is None:
             self._number = db.register(self._id)
-        append_rows(db, self._number, bodies)
+        append_rows(db, self._number, bodies, blobs)
         # Remember what this instance wrote, so reading it back needs no decoding (equal
         # text means an equal message). Bounded, for an instance that only ever writes.
         own = self._own
@@ -297,30 +344,39 @@ class SQLiteSession(Closing):
 
     def _tail(self, db: Database, limit: int) -> tuple[Message, ...]:
         label = db.label
-        rows = db.read_tail(self._id, limit)
+        rows, blobs = db.read_tail(self._id, limit)
         try:
-            return tuple(decode_message(body, store=label) for _, body in rows)
+            return tuple(
+                join(body, blobs, store=label)
+                if blobs and MARK in body
+                else decode_message(body, store=label)
+                for _, body in rows
+            )
         except CorruptStoreError as exc:
             db.damaged(exc)
             raise
 
     def _refresh(self, db: Database) -> None:
         cache = self._cache
-        generation, rows = db.read_after(self._id, cache.generation, cache.position)
+        generation, rows, blobs = db.read_after(self._id, cache.generation, cache.position)
         if generation != cache.generation:
             cache.reset(generation)
         if not rows:
             return
         own, label = self._own, db.label
         try:
-            if not own:  # nothing this instance wrote waits to be read back: decode every row
+            if not own and not blobs:  # nothing to look up or join: decode every row
                 decoded = [decode_message(body, store=label) for _, body in rows]
             else:
                 decoded = []
                 for _, body in rows:
                     message = own.pop(body, None)
                     if message is None:
-                        message = decode_message(body, store=label)
+                        message = (
+                            join(body, blobs, store=label)
+                            if blobs
+                            else decode_message(body, store=label)
+                        )
                     decoded.append(message)
         except CorruptStoreError as exc:
             # The cache stays where it was: the next read meets the same record again.

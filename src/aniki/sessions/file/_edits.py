@@ -1,4 +1,5 @@
-"""``fork``, ``undo`` and an import (``_replace``) of :class:`~aniki.sessions.FileSession`.
+"""``fork``, ``undo`` and an import (``_replace``) of :class:`~aniki.sessions.FileSession`
+(``fork`` in :mod:`~._forks`), and the helpers they share.
 
 Each is atomic across a crash (kill -9) at any point, and a reader never sees half of it.
 
@@ -65,34 +66,42 @@ import stat
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ...messages import Message
-from .._codec import decode_messages
-from .._edits import FORK_SKIPPED_META, forked_count, last_turn_start, taken
-from . import _meta
+from .._edits import last_turn_start
+from . import _index
+from ._attachments import encode, keep, named, named_in, release
 from ._file import SessionFile
-from ._format import fresh_generation, header, record_line
+from ._format import fresh_generation, header
 from ._io import (
-    Replaced,
     copy_range,
     end_of_records,
     fsync_directory,
     last_records,
     lines_backwards,
     load_meta,
-    meta_values,
-    same_file,
     write_at,
-    write_meta,
 )
+from ._record import Kept, kept, load, write
 
-__all__ = ["append_after", "fork", "replace", "undo"]
+__all__ = [
+    "MARK",
+    "Adoption",
+    "append_after",
+    "discard",
+    "holds_a_line",
+    "line_of",
+    "new_file",
+    "put_in_place",
+    "replace",
+    "undo",
+]
 
-_MARK = b"~"
-"""Added to a file before another is renamed over it: a torn line (see the docstring)."""
+MARK = b"~"
+"""Added to a file before another is renamed over it (or it is removed by a prune): a torn
+line (see the docstring)."""
 
-_Adoption = tuple[int, tuple[int, int], Sequence[Message], int]
+Adoption = tuple[int, tuple[int, int], Sequence[Message], int]
 """A new file put in place, for :meth:`SessionFile.adopt <._file.SessionFile.adopt>`: its
 descriptor, its header (generation, length), the messages written to it and where they end."""
 
@@ -101,16 +110,15 @@ def append_after(file: SessionFile, batch: list[Message], after: str | None) -> 
     """Append ``batch`` (stamped) as ``add_messages`` does, only if the last message stored
     has the id ``after`` (``None``: none is), checked under the same exclusive lock; whether
     it was appended."""
-    payload = record_line(batch)
-    label = file.label
+    payload, blobs = encode(batch)
 
     def append(fd: int | None) -> bool:
         assert fd is not None  # created if missing
         _, start = file.checked_for_write(fd)  # every record decodes: none is damaged
-        last = last_records(fd, start, 1, lambda line: decode_messages(line, store=label))
+        last = last_records(fd, start, 1, file.decode)
         if (last[-1].id or "" if last else None) != after:  # "": no id, never the one named
             return False
-        file.append_locked(fd, batch, payload)
+        file.append_locked(fd, batch, payload, blobs)
         return True
 
     return file.using(append, create=True, exclusive=True)
@@ -125,7 +133,7 @@ def undo(file: SessionFile) -> tuple[Message, ...]:
         return removed
 
 
-def _undo(file: SessionFile, fd: int | None) -> tuple[tuple[Message, ...], _Adoption | None]:
+def _undo(file: SessionFile, fd: int | None) -> tuple[tuple[Message, ...], Adoption | None]:
     if fd is None:
         return (), None
     generation, start = file.checked_for_write(fd)  # the cache now holds every record
@@ -137,140 +145,70 @@ def _undo(file: SessionFile, fd: int | None) -> tuple[tuple[Message, ...], _Adop
     if turn == len(messages):
         return (), None
     removed = messages[turn:]
-    line_start, _, first, items = _line_of(file, fd, start, end, turn)
+    line_start, _, first, items = line_of(file, fd, start, end, turn)
+    gone = named_in(fd, line_start, end)  # the attachments the removed lines name
     if turn == first:  # the turn starts a line: cut the file there
-        _cut(file, fd, generation, line_start)
+        _cut(file, fd, generation, line_start, turn)
         file.cache.reset(generation + 1, line_start)
         file.cache.extend(messages[:turn], line_start)
+        _forget(file, gone, fd, start, line_start)
         return removed, None
     # The turn starts inside a batch: a new file, that line shortened, the same generation
-    # (the meta file still holds; every instance that held the old file reads afresh).
-    kept = record_line(items[: turn - first])
-    temp, new = _new_file(file.path)
+    # (the meta file still holds; every instance that held the old file reads afresh). A
+    # count kept past the line's start is kept at it first: it holds for both files.
+    held = load(file.meta_path, generation, store=file.label)
+    if held.count is not None and held.count[1] > line_start:
+        counted = Kept(held.values, held.info, (first, line_start))
+        write(file.meta_path, generation, counted, durable=file.durability == "full")
+    kept = encode(items[: turn - first])[0]  # its blobs are in the store: it names them
+    temp, new = new_file(file.path)
     try:
         copy_range(fd, 0, line_start, new, 0)
         write_at(new, kept, line_start)
-        _put_in_place(file, temp, new, replacing=fd, mark_at=end)
+        put_in_place(file, temp, new, replacing=fd, mark_at=end)
     except BaseException:
-        _discard(temp, new)
+        discard(temp, new)
         raise
+    _forget(file, gone - named([kept]), fd, start, line_start)
     return removed, (new, (generation, start), messages[:turn], line_start + len(kept))
 
 
-def _cut(file: SessionFile, fd: int, generation: int, line_start: int) -> None:
-    """Undo's common case: the meta values kept for the next generation, the header bumped,
-    the file cut where the last turn's line starts (see the module docstring)."""
-    values = meta_values(load_meta(file.meta_path, store=file.label), generation)
+def _forget(file: SessionFile, gone: set[str], fd: int, start: int, end: int) -> None:
+    """After an edit removed lines naming ``gone``: the blobs the kept lines (``start`` to
+    ``end`` of ``fd``) no longer name are released (see ``_attachments``)."""
+    if gone:
+        release(file.directory, file.stem, gone - named_in(fd, start, end))
+
+
+def _cut(file: SessionFile, fd: int, generation: int, line_start: int, turn: int) -> None:
+    """Undo's common case: the meta file (values, info, the count at the cut) kept for the
+    next generation, the header bumped, the file cut where the last turn's line starts
+    (``turn`` messages before it; see the module docstring)."""
+    held = load(file.meta_path, generation, store=file.label)
     full = file.durability == "full"
-    if values:
-        write_meta(file.meta_path, generation + 1, values, durable=full, previous=generation)
+    file.counted = 0
+    if not held.empty:
+        counted = Kept(held.values, held.info, (turn, line_start))
+        write(file.meta_path, generation + 1, counted, durable=full, previous=generation)
+        file.counted = line_start
     os.pwrite(fd, header(file.id, generation + 1), 0)  # first: see clear()
     os.ftruncate(fd, line_start)
     file.sync(fd)
-
-
-def fork(source: SessionFile, target: SessionFile, upto: str | None) -> None:
-    """Copy ``source`` into ``target``, a new session (see ``FileSession.fork``)."""
-    generation = fresh_generation()
-    with source.lock, source.errors():
-        temp, adoption, values = source.using(
-            lambda fd: _copy(source, fd, target, generation, upto),
-            create=False,
-            exclusive=False,
-        )
-    new = adoption[0]
-    with target.lock, target.errors():
-        try:
-            target.using(
-                lambda fd: _install(target, fd, temp, new, generation, values),
-                create=True,
-                exclusive=True,
-            )
-        except BaseException:
-            _discard(temp, new)
-            raise
-        target.adopt(*adoption)
-
-
-def _copy(
-    source: SessionFile, fd: int | None, target: SessionFile, generation: int, upto: str | None
-) -> tuple[Path, _Adoption, dict[str, Any]]:
-    """Write the fork's file under a temporary name (``source`` locked, shared); the meta
-    values it takes along."""
-    if fd is not None:
-        source.refresh(fd)
-    present = fd is not None and source.cache.generation is not None
-    messages = source.cache.view() if present else ()
-    count = forked_count(messages, upto, source.id)  # no such message: refused here
-    values = {
-        key: value
-        for key, value in _meta.values(source, fd).items()
-        if key not in FORK_SKIPPED_META
-    }
-    target.directory.mkdir(parents=True, exist_ok=True)
-    head = header(target.id, generation)
-    temp, new = _new_file(target.path)
-    try:
-        write_at(new, head, 0)
-        written = len(head)
-        if count:
-            assert fd is not None
-            written = _copy_records(source, fd, new, written, count)
-    except BaseException:
-        _discard(temp, new)
-        raise
-    return temp, (new, (generation, len(head)), messages[:count], written), values
-
-
-def _copy_records(source: SessionFile, fd: int, new: int, at: int, count: int) -> int:
-    """Copy the records holding ``source``'s first ``count`` messages (all read into its
-    cache) into ``new`` at ``at``; where they end there."""
-    start, end = source.start, source.cache.position
-    cut = b""  # the line holding the last one, cut after it, when it goes on past it
-    if count < len(source.cache):
-        line_start, end, first, items = _line_of(source, fd, start, end, count - 1)
-        if count - first < len(items):
-            end, cut = line_start, record_line(items[: count - first])
-    copy_range(fd, start, end - start, new, at)
-    at += end - start
-    write_at(new, cut, at)
-    return at + len(cut)
-
-
-def _install(
-    target: SessionFile,
-    fd: int | None,
-    temp: Path,
-    new: int,
-    generation: int,
-    values: dict[str, Any],
-) -> None:
-    """Put the fork's file in place of the target's, which must hold no line (locked)."""
-    assert fd is not None
-    if not same_file(fd, target.path):
-        raise Replaced
-    head = target.head(fd)  # not an aniki file, or another session's: refused
-    mark_at = None
-    if head is not None:
-        mark_at = os.fstat(fd).st_size
-        if _holds_a_line(fd, head[1], mark_at):
-            raise taken(target.id)
-    load_meta(target.meta_path, store=target.label)  # damaged: refused, as clear() does
-    if values:
-        write_meta(target.meta_path, generation, values, durable=target.durability == "full")
-    else:
-        target.meta_path.unlink(missing_ok=True)
-    _put_in_place(target, temp, new, replacing=fd, mark_at=mark_at)
 
 
 def replace(file: SessionFile, messages: list[Message]) -> None:
     """Make ``messages`` (stamped) the whole history, its meta dropped."""
     generation = fresh_generation()
     head = header(file.id, generation)
-    body = b"".join(record_line([message]) for message in messages)
+    lines, kept = [], {}
+    for message in messages:  # one line each
+        line, blobs = encode([message])
+        lines.append(line)
+        kept.update(blobs)
+    body = b"".join(lines)
     with file.lock, file.errors():
         adoption = file.using(
-            lambda fd: _replace(file, fd, head, body, generation, messages),
+            lambda fd: _replace(file, fd, (head, body, kept), generation, messages),
             create=True,
             exclusive=True,
         )
@@ -280,30 +218,35 @@ def replace(file: SessionFile, messages: list[Message]) -> None:
 def _replace(
     file: SessionFile,
     fd: int | None,
-    head: bytes,
-    body: bytes,
+    written: tuple[bytes, bytes, dict[str, bytes]],
     generation: int,
     messages: list[Message],
-) -> _Adoption:
+) -> Adoption:
     assert fd is not None
-    _, start = file.checked_for_write(fd)  # damaged or not ours: refused
+    head, body, blobs = written  # the new file, and the blobs its lines name
+    old, start = file.checked_for_write(fd)  # damaged or not ours: refused
     end = end_of_records(fd, start)
-    load_meta(file.meta_path, store=file.label)  # damaged: refused, as clear() does
-    temp, new = _new_file(file.path)
+    gone = named_in(fd, start, end)
+    keep(file.directory, file.stem, blobs, durable=file.durability == "full")
+    document = load_meta(file.meta_path, store=file.label)  # damaged: refused, as clear() does
+    info = kept(document, old, store=file.label).info
+    temp, new = new_file(file.path)
     try:
         write_at(new, head + body, 0)
-        _put_in_place(file, temp, new, replacing=fd, mark_at=end)
+        put_in_place(file, temp, new, replacing=fd, mark_at=end)
     except BaseException:
-        _discard(temp, new)
+        discard(temp, new)
         raise
     file.meta_path.unlink(missing_ok=True)  # it holds for no generation of the new file
+    _index.remove(_index.markers(file.directory, file.stem, info))  # the info went with it
+    release(file.directory, file.stem, gone - set(blobs))
     return new, (generation, len(head)), messages, len(head) + len(body)
 
 
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _line_of(
+def line_of(
     file: SessionFile, fd: int, start: int, end: int, position: int
 ) -> tuple[int, int, int, list[Message]]:
     """The line holding message ``position`` of the cached history (every record between
@@ -311,14 +254,14 @@ def _line_of(
     first message, and its messages."""
     first = len(file.cache)
     for line_start, line in lines_backwards(fd, start, end):
-        items = decode_messages(line, store=file.label)
+        items = file.decode(line)
         first -= len(items)
         if first <= position:
             return line_start, line_start + len(line) + 1, first, items
     raise AssertionError("the file holds fewer messages than were read from it")
 
 
-def _holds_a_line(fd: int, start: int, end: int) -> bool:
+def holds_a_line(fd: int, start: int, end: int) -> bool:
     """Whether there is a complete line between ``start`` and ``end``."""
     while start < end:
         chunk = os.pread(fd, min(end - start, 65536), start)
@@ -328,14 +271,14 @@ def _holds_a_line(fd: int, start: int, end: int) -> bool:
     return False
 
 
-def _new_file(path: Path) -> tuple[Path, int]:
+def new_file(path: Path) -> tuple[Path, int]:
     """A new file beside ``path``, under a temporary name, and its descriptor."""
     temp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     return temp, os.open(temp, flags, 0o666)
 
 
-def _put_in_place(
+def put_in_place(
     file: SessionFile, temp: Path, new: int, *, replacing: int, mark_at: int | None
 ) -> None:
     """Rename ``temp`` (open as ``new``, written whole) over the session file, open as
@@ -344,13 +287,13 @@ def _put_in_place(
     if file.durability == "full":
         os.fsync(new)
     if mark_at is not None:
-        os.pwrite(replacing, _MARK, mark_at)  # before the rename: see the module docstring
+        os.pwrite(replacing, MARK, mark_at)  # before the rename: see the module docstring
     os.replace(temp, file.path)
     if file.durability == "full":
         fsync_directory(file.directory)
 
 
-def _discard(temp: Path, new: int) -> None:
+def discard(temp: Path, new: int) -> None:
     """Drop a new file that was not put in place (after the rename, its name is gone)."""
     os.close(new)
     temp.unlink(missing_ok=True)

@@ -31,7 +31,17 @@ from .._fork import count as fork_count
 from .._guard import admit, in_force
 from .._history_cache import HistoryCache
 from .._local_file import DAMAGED, Identity, identity, reason_of
-from ._format import DATA_SUFFIX, HEADER_READ, META_SUFFIX, file_stem, header, parse_header
+from ._attachments import NAMES_BLOB, Blobs, decode, keep
+from ._damage import damaged, refused
+from ._format import (
+    DATA_SUFFIX,
+    HEADER_READ,
+    META_SUFFIX,
+    file_stem,
+    fresh_generation,
+    header,
+    parse_header,
+)
 from ._io import (
     Replaced,
     end_of_records,
@@ -43,6 +53,7 @@ from ._io import (
     unlock,
     write_at,
 )
+from ._record import COUNT_EVERY, keep_count
 
 __all__ = ["SessionFile"]
 
@@ -51,11 +62,6 @@ T = TypeVar("T")
 _REOPENS = 100
 """How many times in a row one call reopens a file that another put a new file in place of
 before it gives up (each time, that other call completed: never reached in practice)."""
-
-_DAMAGE_HINT = (
-    "No write is made to a damaged file: repair or delete that line, restore the file from a "
-    "backup, or move the file aside (the session then starts empty)"
-)
 
 
 class SessionFile:
@@ -66,7 +72,8 @@ class SessionFile:
     ) -> None:
         self.id = session_id
         self.directory = directory
-        stem = file_stem(session_id)
+        self.stem = stem = file_stem(session_id)
+        """The name of its files, without suffix (and of its markers in the index)."""
         self.path = directory / (stem + DATA_SUFFIX)
         self.meta_path = directory / (stem + META_SUFFIX)
         """Where derived state lives (see :mod:`~aniki.sessions.file._meta`)."""
@@ -80,6 +87,8 @@ class SessionFile:
         read up to."""
         self.start = 0
         """The header's length, once this instance has checked it (0 until then)."""
+        self.counted = 0
+        """Where the meta file's count ends, as far as this instance knows (see _record)."""
         self._fd: int | None = None
         self._fd_forks = -1
         self._closer: weakref.finalize[[int], SessionFile] | None = None
@@ -150,7 +159,7 @@ class SessionFile:
         key = identity(fd)
         if key != self._identity:
             self._identity = key
-            self.start = 0
+            self.start = self.counted = 0
             self.cache.reset()
 
     def adopt(self, fd: int, head: tuple[int, int], messages: Sequence[Message], end: int) -> None:
@@ -170,7 +179,7 @@ class SessionFile:
                 self._closer()
                 self._closer = None
             self._fd = None
-            self.start = 0
+            self.start = self.counted = 0
             self._identity = None
             self.cache.reset()
 
@@ -200,13 +209,15 @@ class SessionFile:
         if not same_file(fd, self.path):
             raise Replaced
         if DAMAGED and DAMAGED.found(identity(fd)) is not None:
-            raise self._refused(fd)
+            raise refused(fd, self.path, store=self.label)
         head = self.head(fd)
         if head is None:  # empty, or its creation was cut short: nothing to lose
-            fresh = header(self.id, 0)
+            # A meta file without a session file, left by a prune that died: it holds nothing.
+            generation = fresh_generation() if self.meta_path.exists() else 0
+            fresh = header(self.id, generation)
             os.ftruncate(fd, 0)
             write_at(fd, fresh, 0)
-            return 0, len(fresh)
+            return generation, len(fresh)
         self._read_records(fd, head)
         generation, length = head
         current = header(self.id, generation)
@@ -219,21 +230,7 @@ class SessionFile:
 
     def damaged(self, fd: int, where: str, exc: CorruptStoreError) -> CorruptStoreError:
         """The error for a record that does not decode at ``where``; the file listed."""
-        reason = reason_of(exc)
-        DAMAGED.remember(f"{where}: {reason}", fd=fd)
-        return CorruptStoreError(
-            f"the session file is damaged: {where} cannot be read ({reason}). {_DAMAGE_HINT}",
-            store=self.label,
-        )
-
-    def _refused(self, fd: int) -> Exception:
-        if not same_file(fd, self.path):
-            return Replaced()  # moved aside (or replaced): the file now at the path is used
-        found = DAMAGED.found(identity(fd)) or ""
-        return CorruptStoreError(
-            f"the session file was found damaged earlier ({found}). {_DAMAGE_HINT}",
-            store=self.label,
-        )
+        return damaged(fd, where, exc, store=self.label)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -283,15 +280,30 @@ class SessionFile:
         ``offset``; a line that does not decode lists the file as damaged."""
         decoded: list[Message] = []
         position = offset
+        held: dict[str, bytes] = {}  # the blobs read: each once, however many name it
         try:
             for line in data.split(b"\n"):
-                decoded.extend(decode_messages(line, store=self.label))
+                try:  # no look for attachments first: that would cost every read a scan
+                    decoded.extend(decode_messages(line, store=self.label))
+                except CorruptStoreError:
+                    if NAMES_BLOB not in line:  # a line naming none is damaged
+                        raise
+                    decoded.extend(decode(line, self.directory, self.label, held))
                 position += len(line) + 1
         except CorruptStoreError as exc:
             # The cache stays as it was: later reads and writes meet the line again.
             line_number = os.pread(fd, position, 0).count(b"\n") + 1
             raise self.damaged(fd, f"line {line_number} (at byte {position})", exc) from exc
         return decoded
+
+    def decode(self, line: bytes, held: dict[str, bytes] | None = None) -> list[Message]:
+        """The messages of a record line, the attachments it names read in (see
+        ``_attachments``)."""
+        # A look at the line, not the codec's refusal (~20 us) first: this is for reads of a
+        # few lines, where a look at each costs less than a refused line naming attachments.
+        if NAMES_BLOB not in line:
+            return decode_messages(line, store=self.label)
+        return decode(line, self.directory, self.label, held)
 
     def _tail(self, fd: int, limit: int) -> tuple[Message, ...]:
         if not same_file(fd, self.path):  # a read of the whole tail: one look is cheap
@@ -300,18 +312,16 @@ class SessionFile:
         if head is None or limit == 0:
             return ()
         self.start = head[1]
-        label = self.label
+        held: dict[str, bytes] = {}  # the blobs read: each once
         try:
-            found = last_records(
-                fd, head[1], limit, lambda line: decode_messages(line, store=label)
-            )
+            found = last_records(fd, head[1], limit, lambda line: self.decode(line, held))
         except CorruptStoreError as exc:
             raise self.damaged(fd, "a line near its end", exc) from exc
         return tuple(found[-limit:])
 
     # --- appending ------------------------------------------------------------------------
 
-    def append(self, batch: list[Message], payload: bytes) -> None:
+    def append(self, batch: list[Message], payload: bytes, blobs: Blobs) -> None:
         """Append ``payload``, the line holding ``batch``, in one write under the exclusive
         lock (the hot path: plain calls rather than nested context managers)."""
         with self.lock:
@@ -320,7 +330,7 @@ class SessionFile:
                 assert fd is not None
                 lock(fd, exclusive=True, timeout=self.timeout, store=self.label)
                 try:
-                    self.append_locked(fd, batch, payload)
+                    self.append_locked(fd, batch, payload, blobs)
                 finally:
                     unlock(fd)
             except OSError as exc:
@@ -328,19 +338,20 @@ class SessionFile:
             except Replaced:  # another file is at the path now: append to that one
                 self.close()
                 self.using(  # with create=True, fd is never None
-                    lambda fd: self.append_locked(cast(int, fd), batch, payload),
+                    lambda fd: self.append_locked(cast(int, fd), batch, payload, blobs),
                     create=True,
                     exclusive=True,
                 )
 
-    def append_locked(self, fd: int, batch: list[Message], payload: bytes) -> None:
-        """Append ``payload`` to the file, locked exclusively by the caller."""
+    def append_locked(self, fd: int, batch: list[Message], payload: bytes, blobs: Blobs) -> None:
+        """Append ``payload`` to the file, locked exclusively by the caller; ``blobs``, the
+        attachments it names, are kept first (see :mod:`~._attachments`)."""
         # No look at whether the path still names this file here: whoever puts another file
         # in its place first adds a torn line to this one (see _edits), so the size is not
         # this instance's offset any more and the append takes the checked path below.
         status = os.fstat(fd)
         if DAMAGED and DAMAGED.found((status.st_dev, status.st_ino)) is not None:
-            raise self._refused(fd)
+            raise refused(fd, self.path, store=self.label)
         size = status.st_size
         cache = self.cache
         generation: int | None
@@ -361,7 +372,19 @@ class SessionFile:
             end = end_of_records(fd, start)
             if end == start and (cache.generation, cache.position) != (generation, end):
                 cache.reset(generation, end)  # the session is empty: nothing to miss
+        if blobs:
+            keep(self.directory, self.stem, blobs, durable=self.durability == "full")
         write_at(fd, payload, end)
         self.sync(fd)
         if generation == cache.generation and end == cache.position:
             cache.extend(batch, end + len(payload))
+            if cache.position - self.counted > COUNT_EVERY:  # rarely: see _record
+                assert generation is not None
+                self.counted = keep_count(
+                    self.meta_path,
+                    generation,
+                    len(cache),
+                    cache.position,
+                    durable=self.durability == "full",
+                    store=self.label,
+                )

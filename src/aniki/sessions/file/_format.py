@@ -12,6 +12,10 @@ A session file ``<name>.jsonl`` is::
   width so the header can be rewritten in place without changing its length. A file that a
   fork or an import puts in place of another starts at a random generation
   (:func:`fresh_generation`).
+* Beside it, ``<name>.meta.json`` keeps derived state, the session's info and a count of its
+  messages (see :mod:`~aniki.sessions.file._record`); ``.index/`` in the directory indexes
+  the sessions by owner and tag (see :mod:`~aniki.sessions.file._index`), and ``.blobs/``
+  holds attachment bytes, once per content (see :mod:`~aniki.sessions.file._attachments`).
 * Every later line is one committed write: a message object, or an array for a batch, so
   a batch is a single line and is either wholly there or not at all.
 * A line counts only once its ``\\n`` is written: a torn last line (a crash mid-write) is
@@ -38,10 +42,10 @@ __all__ = [
     "DATA_SUFFIX",
     "HEADER_READ",
     "META_SUFFIX",
+    "any_header",
     "file_stem",
     "fresh_generation",
     "header",
-    "header_id",
     "parse_header",
     "record_line",
 ]
@@ -81,7 +85,8 @@ def header(session_id: str, generation: int) -> bytes:
 def fresh_generation() -> int:
     """The generation of a file that a fork or an import writes whole: random (48 bits), so
     that no meta file written for an earlier file of that name (and left behind by a crash)
-    can hold for it; a file created empty starts at 0."""
+    can hold for it; a file created empty starts at 0 (at a random one when a meta file is
+    there already, left by a prune that died half-way)."""
     return 1 + int.from_bytes(os.urandom(6), "big")
 
 
@@ -111,10 +116,14 @@ def parse_header(data: bytes, session_id: str | None, *, store: str) -> tuple[in
     return int(fields["generation"]), end + 1
 
 
-def header_id(data: bytes, *, store: str) -> str | None:
-    """The session id a file's header names (``None`` when the header is incomplete)."""
+def any_header(data: bytes, *, store: str) -> tuple[str, int, int] | None:
+    """The id, generation and length of the header a file starts with, whichever session it
+    names (``None`` when it is incomplete); refused as :func:`parse_header` refuses it."""
     end = data.find(b"\n")
-    return None if end < 0 else str(_fields(data[:end], store)["id"])
+    if end < 0:
+        return None
+    fields = _fields(data[:end], store)
+    return str(fields["id"]), int(fields["generation"]), end + 1
 
 
 def _fields(line: bytes, store: str) -> dict[str, Any]:

@@ -34,12 +34,12 @@ __all__ = [
     "lock",
     "meta_values",
     "read_meta",
+    "read_whole",
     "replace_file",
     "require_locks",
     "same_file",
     "unlock",
     "write_at",
-    "write_meta",
 ]
 
 
@@ -237,10 +237,27 @@ def read_meta(path: Path, generation: int, *, store: str) -> dict[str, Any]:
     return meta_values(load_meta(path, store=store), generation)
 
 
+def read_whole(path: Path) -> bytes:
+    """The whole file ``path``, in one read of its size (no file object: a listing reads
+    one per session)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size)
+        while len(data) < size:  # a short read (rare): the rest
+            more = os.read(fd, size - len(data))
+            if not more:
+                break
+            data += more
+        return data
+    finally:
+        os.close(fd)
+
+
 def load_meta(path: Path, *, store: str) -> dict[str, Any] | None:
     """The meta file ``path`` as written (``None`` when there is none); damaged: refused."""
     try:
-        document = json.loads(path.read_bytes())
+        document = json.loads(read_whole(path))
     except FileNotFoundError:
         return None
     except (ValueError, RecursionError) as exc:
@@ -258,30 +275,12 @@ def load_meta(path: Path, *, store: str) -> dict[str, Any] | None:
 def meta_values(document: dict[str, Any] | None, generation: int) -> dict[str, Any]:
     """The values of a meta ``document`` (see :func:`load_meta`) if they hold for the session
     file's ``generation``: the one they were written for, or the one before an undo that
-    wrote them (``"previous"``, see :func:`write_meta`). Otherwise none: written before a
+    wrote them (``"previous"``, see :func:`~._record.write`). Otherwise none: written before a
     ``clear()`` that died before deleting it, they are stale."""
     if document is None or generation not in (document.get("generation"), document.get("previous")):
         return {}
     values: dict[str, Any] = document["values"]
     return values
-
-
-def write_meta(
-    path: Path,
-    generation: int,
-    values: dict[str, Any],
-    *,
-    durable: bool,
-    previous: int | None = None,
-) -> None:
-    """Replace the meta file ``path`` with ``values`` for ``generation`` (and ``previous``:
-    an undo writes them for both the generation it leaves and the one it makes, before it
-    bumps the header, so that its values hold whether or not it got that far)."""
-    document: dict[str, Any] = {"aniki": "meta", "generation": generation, "values": values}
-    if previous is not None:
-        document["previous"] = previous
-    data = json.dumps(document, ensure_ascii=False).encode("utf-8")
-    replace_file(path, data, durable=durable)
 
 
 def replace_file(path: Path, data: bytes, *, durable: bool) -> None:

@@ -1,5 +1,5 @@
 """Derived state beside a session file (``<name>.meta.json``), and ``clear()``, which drops it
-with the history.
+with the history and the session's info (the meta file's contents: see :mod:`._record`).
 
 The meta file is replaced atomically (a temporary file, then a rename) and tied to the
 header's generation it was written in, so a ``clear()`` drops it even if the process died
@@ -13,11 +13,15 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from . import _index
+from ._attachments import named_in, release
 from ._file import SessionFile
 from ._format import header
-from ._io import Replaced, load_meta, read_meta, same_file, write_meta
+from ._io import Replaced, load_meta, read_meta, same_file
+from ._record import Kept, load, write
+from ._record import kept as kept_in
 
-__all__ = ["clear", "update", "values"]
+__all__ = ["clear", "counted", "kept", "update", "values"]
 
 
 def values(file: SessionFile, fd: int | None) -> dict[str, Any]:
@@ -30,28 +34,49 @@ def values(file: SessionFile, fd: int | None) -> dict[str, Any]:
     return read_meta(file.meta_path, 0 if head is None else head[0], store=file.label)
 
 
+def kept(file: SessionFile, fd: int | None) -> Kept:
+    """All the meta file keeps for the session file ``fd`` (locked): values, info, count."""
+    if fd is None:
+        return Kept()
+    if not same_file(fd, file.path):
+        raise Replaced
+    head = file.head(fd)
+    return load(file.meta_path, 0 if head is None else head[0], store=file.label)
+
+
+def counted(file: SessionFile, generation: int) -> tuple[int, int] | None:
+    """The count the instance's cache holds, just checked for a write at ``generation``
+    (``None`` when the file got its header just now: the cache is of no file then)."""
+    cache = file.cache
+    return (len(cache), cache.position) if cache.generation == generation else None
+
+
 def update(file: SessionFile, key: str, condition: Callable[[Any], bool], value: Any) -> bool:
     """Set ``key`` to ``value`` (``None``: delete it) if ``condition(its value now)``, under
-    the session file's exclusive lock; whether it did."""
+    the session file's exclusive lock; whether it did. The info is kept as it is."""
 
     def change(fd: int | None) -> bool:
         assert fd is not None
         generation, _ = file.checked_for_write(fd)
-        stored = read_meta(file.meta_path, generation, store=file.label)
+        held = load(file.meta_path, generation, store=file.label)
+        stored = held.values
         if not condition(stored.get(key)):
             return False
         if value is None:
             stored.pop(key, None)
         else:
             stored[key] = value
-        write_meta(file.meta_path, generation, stored, durable=file.durability == "full")
+        count = counted(file, generation)
+        durable = file.durability == "full"
+        write(file.meta_path, generation, Kept(stored, held.info, count), durable=durable)
         return True
 
     return file.using(change, create=True, exclusive=True)
 
 
 def clear(file: SessionFile, fd: int | None) -> None:
-    """Delete the history and its derived state (the file locked exclusively)."""
+    """Delete the history, its derived state and its info (the file locked exclusively)."""
+    file.counted = 0
     if fd is None:
         read_meta(file.meta_path, 0, store=file.label)  # damaged: refuse
         file.meta_path.unlink(missing_ok=True)
@@ -59,6 +84,8 @@ def clear(file: SessionFile, fd: int | None) -> None:
         return
     generation, start = file.checked_for_write(fd)
     document = load_meta(file.meta_path, store=file.label)  # damaged: refuse
+    info = kept_in(document, generation, store=file.label).info
+    named = named_in(fd, start, os.fstat(fd).st_size)  # the attachments its records name
     if document is not None and document.get("generation") != generation:
         # Not written for this generation: stale, or written by an undo that died before
         # bumping the header, which would hold for the next one. It goes first.
@@ -70,3 +97,7 @@ def clear(file: SessionFile, fd: int | None) -> None:
     file.meta_path.unlink(missing_ok=True)
     file.sync(fd)
     file.cache.reset(generation + 1, start)
+    # The info went with the meta file, the attachments with the records: see _index and
+    # _attachments.
+    _index.remove(_index.markers(file.directory, file.stem, info))
+    release(file.directory, file.stem, named)

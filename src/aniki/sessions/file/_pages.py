@@ -25,6 +25,7 @@ from ...messages import Message
 from .._codec import decode_messages
 from .._local_file import identity
 from .._pages import Page, window
+from ._attachments import NAMES_BLOB
 from ._file import SessionFile
 from ._io import Replaced, same_file
 
@@ -142,9 +143,14 @@ def _messages(
     end = index.starts[high] if high < len(index.starts) else index.end
     data = os.pread(fd, end - index.starts[low], index.starts[low])
     decoded: list[Message] = []
+    held: dict[str, bytes] = {}  # the blobs read: each once (see _attachments)
     for number, line in enumerate(data.split(b"\n")[:-1], start=low):
         try:
-            decoded.extend(decode_messages(line, store=file.label))
+            decoded.extend(
+                decode_messages(line, store=file.label)
+                if NAMES_BLOB not in line
+                else file.decode(line, held)
+            )
         except CorruptStoreError as exc:
             raise _damaged(file, fd, number, index.starts[number], exc) from exc
     skip = first - index.firsts[low]

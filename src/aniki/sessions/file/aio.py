@@ -15,8 +15,10 @@ from pathlib import Path
 from typing_extensions import Unpack
 
 from ...messages import Message, MessageLike, to_messages
+from .._catalog import KEEP, Keep, check_info
 from .._local_file import LocalOptions
 from .._offload import Offloaded
+from ..base import SessionInfo
 from .session import FileSession
 
 __all__ = ["AsyncFileSession"]
@@ -92,6 +94,25 @@ class AsyncFileSession(Offloaded[FileSession]):
         :meth:`FileSession.undo <aniki.sessions.FileSession.undo>`, run in this file's lane.
         """
         return await self._call(self._sync.undo)
+
+    async def info(self) -> SessionInfo:
+        """:meth:`FileSession.info <aniki.sessions.FileSession.info>`, run in this file's
+        lane."""
+        return await self._call(self._sync.info)
+
+    async def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """:meth:`FileSession.set_info <aniki.sessions.FileSession.set_info>`, run in this
+        file's lane (the values are checked here first: a bad one raises at once)."""
+        change = check_info(title=title, owner=owner, tags=tags)
+        await self._call(
+            lambda: self._sync.set_info(title=change.title, owner=change.owner, tags=change.tags)
+        )
 
     async def _replace(self, messages: Iterable[MessageLike]) -> None:
         # clear() then add_messages() in one atomic step (used by `aniki sessions import`).

@@ -10,14 +10,16 @@ instance notices. The layout is described in :mod:`aniki.sessions.file._format`.
 This class checks and encodes; the file itself (its descriptor, lock, header, damage, and
 what was read of it) is held by a :class:`~aniki.sessions.file._file.SessionFile`.
 ``fork()``, ``undo()`` and an import (``_replace``) are in :mod:`aniki.sessions.file._edits`,
-meta and ``clear()`` in :mod:`aniki.sessions.file._meta`. Some edits put a new file in place
+meta and ``clear()`` in :mod:`aniki.sessions.file._meta`, ``info()`` and ``set_info()`` in
+:mod:`aniki.sessions.file._info`. Some edits put a new file in place
 of the session's file (a rename): every instance that finds a sign of it (a torn last line,
 no header, a slow-path write) looks whether the path still names the file it holds and,
 when not, reopens it and tries again (``Replaced``).
 
-Derived state (``set_meta``) lives beside the file in ``<name>.meta.json``, replaced
-atomically (write a temporary file, then rename) and tied to the generation it was
-written in, so a ``clear()`` drops it even if the process died half-way.
+Derived state (``set_meta``) and the session's info (``set_info``) live beside the file in
+``<name>.meta.json``, replaced atomically (write a temporary file, then rename) and tied to
+the generation it was written in, so a ``clear()`` drops them even if the process died
+half-way (see :mod:`aniki.sessions.file._record`).
 
 Durability: with ``"off"`` and ``"normal"`` (the default; the two are the same here) every
 acknowledged write survives a process crash, since the data is in the kernel once ``write``
@@ -42,15 +44,17 @@ from typing import Any
 from ..._stamps import stamp
 from ...messages import Message, MessageLike, to_messages
 from .._args import Durability, check_limit, check_meta_key, check_session_id
+from .._catalog import KEEP, Keep, check_info
 from .._closing import Closing
 from .._codec import encode_meta
 from .._edits import fork_target
 from .._local_file import LocalOptions
 from .._pages import Page
+from ..base import SessionInfo
 from ..memory import meta_json
-from . import _edits, _meta, _pages
+from . import _edits, _forks, _info, _meta, _pages
+from ._attachments import encode
 from ._file import SessionFile
-from ._format import record_line
 from ._io import require_locks
 from ._options import DEFAULT_TIMEOUT, checked_options, session_directory
 
@@ -119,7 +123,7 @@ class FileSession(Closing):
         """Validate every message, then append them as one line: all or nothing."""
         batch = stamp(to_messages(messages))
         if batch:
-            self._file.append(batch, record_line(batch))
+            self._file.append(batch, *encode(batch))
 
     def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
         """The history, oldest first; with ``limit``, only the most recent ``limit``."""
@@ -182,7 +186,7 @@ class FileSession(Closing):
         (messages stored before ids existed have none); nothing is written then.
         """
         target = FileSession(fork_target(self.id, new_id), self._file.directory, **self._options)
-        _edits.fork(self._file, target._file, upto)
+        _forks.fork(self._file, target._file, upto)
         return target
 
     def undo(self) -> tuple[Message, ...]:
@@ -212,6 +216,45 @@ class FileSession(Closing):
         and times the messages carry (``aniki sessions import``): a new file, one line per
         message, renamed into place. Derived state goes with the old history."""
         _edits.replace(self._file, stamp(to_messages(messages), keep=True))
+
+    def info(self) -> SessionInfo:
+        """What this conversation is: its title, owner, tags, message count and times
+        (``created_at`` and ``updated_at`` are ``None`` until it is first written). Example::
+
+            session.info()  # SessionInfo(id='conversation-42', message_count=2, ...)
+
+        Read under the file's shared lock from its header, its meta file and the lines
+        appended since its count was last kept (see :mod:`aniki.sessions.file._info`):
+        ``updated_at`` is the file's modification time. Raises
+        :class:`~aniki.CorruptStoreError` when the header, the meta file or one of those
+        lines is damaged.
+        """
+        file = self._file
+        return file.using(lambda fd: _info.read(file, fd), create=False, exclusive=False)
+
+    def set_info(
+        self,
+        *,
+        title: str | Keep | None = KEEP,
+        owner: str | Keep | None = KEEP,
+        tags: Iterable[str] | Keep = KEEP,
+    ) -> None:
+        """Set the conversation's ``title``, ``owner`` (a user id) or ``tags``; a keyword
+        left out is left as it is, ``None`` (``()`` for tags) removes it. Counts as a write:
+        ``updated_at`` moves. Example::
+
+            session.set_info(title="Trip to Kyoto", owner="user-7", tags=["travel"])
+
+        Kept in the meta file, under the file's exclusive lock, with the store's index by
+        owner and tag (``.index/`` in the directory) kept in step; ``clear()`` removes it.
+
+        Raises:
+            UserError: a title of more than 1000 characters, an empty owner or tag, more
+                than 50 tags (see the limits in docs/sessions.md); nothing is written.
+            CorruptStoreError: the session file or its meta file is damaged.
+        """
+        change = check_info(title=title, owner=owner, tags=tags)
+        _info.set_info(self._file, change)
 
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""

@@ -1,37 +1,38 @@
-"""``FileStore``: a directory of session files seen as a whole (the sessions it holds)."""
+"""``FileStore``: a directory of session files seen as a whole: its sessions, listed by owner,
+tag and time, pruned and deleted."""
 
 from __future__ import annotations
 
-import logging
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from typing_extensions import Unpack
 
-from ...errors import CorruptStoreError, StoreError, StoreUnavailableError
-from .._codec import decode_messages
+from ...errors import StoreError
+from .._catalog import Listing, check_listing, check_owner, check_prune
 from .._local_file import LocalOptions
 from ..base import SessionInfo
-from ._format import DATA_SUFFIX, HEADER_READ, file_stem, header_id
-from ._io import flock, require_locks
-from ._options import DEFAULT_TIMEOUT, checked_options, session_directory
+from . import _listing, _prune
+from ._io import require_locks
+from ._options import checked_options, session_directory
 from .session import FileSession
 
-__all__ = ["FileStore", "describe"]
-
-logger = logging.getLogger("aniki")
+__all__ = ["FileStore"]
 
 
 class FileStore:
-    """A directory of session files seen as a whole: its sessions, for tooling.
+    """A directory of session files seen as a whole: its sessions, listed, pruned, deleted.
 
     Example::
 
         store = FileStore("chats/")
         session = store.session("conversation-42")
-        for info in store.list_sessions():
-            print(info.id, info.message_count, info.updated_at)
+        session.set_info(title="Trip to Kyoto", owner="user-7")
+        for info in store.list_sessions(owner="user-7", limit=20):
+            print(info.id, info.title, info.message_count, info.updated_at)
+        store.prune(older_than=timedelta(days=30))
 
     Args:
         directory: where the session files live; a listing only reads it (it never
@@ -54,95 +55,89 @@ class FileStore:
         """The session ``id`` of this directory."""
         return FileSession(id, self._dir, durability=self._durability, timeout=self._timeout)
 
-    def list_sessions(self, *, problems: list[StoreError] | None = None) -> list[SessionInfo]:
-        """Every session holding messages, most recently updated first (no directory: none).
+    def list_sessions(
+        self,
+        *,
+        owner: str | None = None,
+        tag: str | None = None,
+        updated_after: datetime | None = None,
+        limit: int | None = None,
+        cursor: SessionInfo | None = None,
+        order: Literal["updated"] = "updated",
+        problems: list[StoreError] | None = None,
+    ) -> list[SessionInfo]:
+        """The directory's conversations (those holding messages or info), newest
+        ``updated_at`` first (ties by id): every one, or only those of ``owner``, with
+        ``tag``, or written after ``updated_after`` (aware); a page of ``limit``, and the
+        next after ``cursor`` (the last info of the page before). No directory: none.
+
+        By owner or tag, the listing reads that owner's or tag's folder of the index
+        (``.index/`` in the directory) and the sessions it lists, not every session file;
+        otherwise it reads the directory. Each session listed is read under its lock: its
+        header, meta file and the lines appended since its count was last kept (see
+        :mod:`aniki.sessions.file._listing`); ``updated_at`` is its file's modification
+        time.
 
         A ``.jsonl`` file that cannot be listed (damaged, of another program, written by a
         newer aniki, named for another session, unreadable) is left out, and the rest are
         still listed. Each such file gives one :class:`~aniki.StoreError` naming it (its
         ``store`` is ``file://<path>``; a damaged or foreign file gives a
         :class:`~aniki.CorruptStoreError`): appended to ``problems`` when a list is passed,
-        logged as a warning on the ``aniki`` logger otherwise. Example::
+        logged as a warning on the ``aniki`` logger otherwise. Damage in lines a listing
+        does not read is found by the session's own reads and writes. Example::
 
             problems: list[StoreError] = []
-            for info in FileStore("chats/").list_sessions(problems=problems):
-                print(info.id, info.message_count)
+            for info in FileStore("chats/").list_sessions(owner="user-7", problems=problems):
+                print(info.id, info.title, info.message_count)
             for problem in problems:
                 print("skipped:", problem)
+
+        Raises :class:`~aniki.UserError` for a bad query (see
+        :meth:`SessionStore.list_sessions <aniki.sessions.store.SessionStore.list_sessions>`).
         """
-        try:
-            paths = sorted(self._dir.iterdir()) if self._dir.is_dir() else []
-        except OSError as exc:
-            raise StoreUnavailableError(
-                f"cannot list the session directory ({exc}); check its permissions",
-                store=f"file://{self._dir}",
-            ) from exc
-        infos = []
-        for path in paths:
-            if not path.name.endswith(DATA_SUFFIX):
-                continue
-            try:
-                info = describe(path, timeout=self._timeout)
-            except StoreError as error:
-                if problems is None:
-                    logger.warning("aniki: a session file was left out of the list: %s", error)
-                else:
-                    problems.append(error)
-                continue
-            if info is not None:
-                infos.append(info)
-        infos.sort(key=lambda info: (-(info.updated_at or EPOCH).timestamp(), info.id))
-        return infos
+        listing = check_listing(
+            owner=owner,
+            tag=tag,
+            updated_after=updated_after,
+            limit=limit,
+            cursor=cursor,
+            order=order,
+        )
+        return _listing.list_sessions(self._dir, listing, timeout=self._timeout, problems=problems)
+
+    def prune(self, *, older_than: timedelta, owner: str | None = None) -> int:
+        """Remove every conversation (of ``owner``) last written more than ``older_than``
+        ago, whole: its file, meta file (derived state, held approvals, runs), info and
+        index markers; how many went. Each is removed under its own lock, in batches of at
+        most 100 (see :mod:`aniki.sessions.file._prune`); one that cannot be read (damaged,
+        locked past ``timeout``) is left in place and logged. Example::
+
+            store.prune(older_than=timedelta(days=30))
+        """
+        return self._prune(check_prune(older_than, owner), owner)
+
+    def delete_sessions(self, *, owner: str) -> int:
+        """Remove every conversation of ``owner`` as :meth:`prune` removes one; how many
+        went (a user's "delete my data")."""
+        return self._delete(check_owner(owner))
+
+    def _list(self, listing: Listing) -> list[SessionInfo]:
+        # For open_store (aniki.sessions._local_backend): checked already; problems logged.
+        return _listing.list_sessions(self._dir, listing, timeout=self._timeout, problems=None)
+
+    def _prune(self, cutoff: datetime, owner: str | None) -> int:
+        return _prune.remove(
+            self._dir, cutoff=cutoff, owner=owner, timeout=self._timeout, durable=self._full
+        )
+
+    def _delete(self, owner: str) -> int:
+        return _prune.remove(
+            self._dir, cutoff=None, owner=owner, timeout=self._timeout, durable=self._full
+        )
+
+    @property
+    def _full(self) -> bool:
+        return self._durability == "full"
 
     def __repr__(self) -> str:
         return f"FileStore({str(self._dir)!r})"
-
-
-EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
-"""Sorts a session that has no update time last."""
-
-
-def describe(path: Path, *, timeout: float = DEFAULT_TIMEOUT) -> SessionInfo | None:
-    """What ``list_sessions`` shows of a session file; ``None`` for an empty one.
-
-    Raises the :class:`~aniki.StoreError` that keeps it out of a listing: damaged, foreign,
-    newer, named for another session, or unreadable."""
-    label = f"file://{path}"
-    try:
-        with (
-            path.open("rb") as file,
-            flock(file.fileno(), exclusive=False, timeout=timeout, store=label),
-        ):
-            data = file.read()
-            modified = os.fstat(file.fileno()).st_mtime
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StoreUnavailableError(f"cannot read the session file ({exc})", store=label) from exc
-    session_id = header_id(data[:HEADER_READ], store=label)
-    if session_id is None:
-        return None
-    if path.name != file_stem(session_id) + DATA_SUFFIX:
-        raise CorruptStoreError(
-            f"the file belongs to session {session_id!r} but is not named for it (copied or "
-            f"renamed?); move it out of the directory, or rename it to "
-            f"{file_stem(session_id) + DATA_SUFFIX}",
-            store=label,
-        )
-    body = data[data.index(b"\n") + 1 : data.rfind(b"\n") + 1]
-    count = 0
-    for number, line in enumerate(body.split(b"\n")[:-1], start=2):
-        if not line:  # what a read refuses, a listing refuses too
-            raise CorruptStoreError(
-                f"the session file is damaged: line {number} is empty, which aniki never "
-                "writes; repair or delete that line, or restore the file from a backup",
-                store=label,
-            )
-        count += len(decode_messages(line, store=label))
-    if not count:
-        return None
-    return SessionInfo(
-        id=session_id,
-        message_count=count,
-        updated_at=datetime.fromtimestamp(modified, tz=timezone.utc),
-    )

@@ -178,6 +178,7 @@ def _redis_store(kind: str) -> Store:
     def contained() -> None:
         ids = {info.id for info in lister.list_sessions()}
         allowed = {key for i in ids for key in RedisCore(i, store="", prefix=prefix, ttl=None).keys}
+        allowed |= {f"{prefix}catalog:{name}".encode() for name in ("all", "layout")}  # the index
         assert keys() <= allowed
 
     def cleanup() -> None:

@@ -14,8 +14,12 @@ import pytest
 import redis as redis_module
 
 from aniki import CorruptStoreError, Message, SchemaVersionError, StoreUnavailableError, UserError
+from aniki.sessions import open_store
+from aniki.sessions._catalog import Listing
 from aniki.sessions.redis import AsyncRedisSession, RedisSession
+from aniki.sessions.redis import _attachments as _redis_attachments
 from aniki.sessions.redis import _core as _redis_core
+from aniki.sessions.store import AsyncSessionStore, SessionStore
 from aniki.testing.conformance import SessionConformance, SessionFactory
 
 from ..servers import delete_redis_prefix, redis_url, unique_name
@@ -25,7 +29,7 @@ pytestmark = pytest.mark.redis
 
 
 class TestRedisConformance(SessionConformance):
-    assigns_ids = supports_fork_and_undo = True
+    assigns_ids = supports_fork_and_undo = supports_info = True
     session_class: type = RedisSession
 
     def setup_method(self, method: object) -> None:
@@ -41,9 +45,15 @@ class TestRedisConformance(SessionConformance):
     def session_factory(self) -> SessionFactory:
         return functools.partial(self.session_class, url=redis_url(), prefix=self.prefix)
 
+    def store_factory(self) -> SessionStore | AsyncSessionStore:
+        return open_store(redis_url(), prefix=self.prefix)
+
 
 class TestAsyncRedisConformance(TestRedisConformance):
     session_class = AsyncRedisSession
+
+    def store_factory(self) -> SessionStore | AsyncSessionStore:
+        return open_store(redis_url(), asynchronous=True, prefix=self.prefix)
 
 
 @pytest.fixture
@@ -80,7 +90,7 @@ def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
     store: Opener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.add(store.open("s"), *[f"m{i}" for i in range(200)])
-    decoded = counting(monkeypatch, _redis_core, "decode_message")
+    decoded = counting(monkeypatch, _redis_attachments, "decode_message")
     reader = store.open("s")
     assert store.read(reader, limit=3) == ["m197", "m198", "m199"]
     assert len(decoded) == 3
@@ -95,7 +105,7 @@ def test_a_cached_reader_decodes_only_new_messages(
     reader, writer = store.open("s"), store.open("s")
     store.add(writer, *[f"m{i}" for i in range(50)])
     assert len(store.read(reader)) == 50
-    decoded = counting(monkeypatch, _redis_core, "decode_message")
+    decoded = counting(monkeypatch, _redis_attachments, "decode_message")
     store.add(writer, "new 1", "new 2")
     assert store.read(reader)[-3:] == ["m49", "new 1", "new 2"]
     assert len(decoded) == 2
@@ -393,9 +403,13 @@ async def test_an_async_passed_client_is_used_and_left_open(prefix: str) -> None
         await client.aclose()
 
 
-def test_the_scan_pattern_escapes_glob_characters_of_the_prefix() -> None:
+def test_the_upgrade_scan_pattern_escapes_glob_characters_of_the_prefix() -> None:
+    # A listing scans nothing, but the one-time filing of a prefix the previous layout wrote.
     core = _redis_core.RedisCore("x", store="test", prefix="a*?[b]\\:", ttl=None)
-    step = next(core.list_sessions())
+    flow = core.list_sessions(Listing())
+    step = next(flow)
+    assert isinstance(step, _redis_core.Eval) and step.keys[0] == b"a*?[b]\\:catalog:all"
+    step = flow.send([-6])  # the layout marker is absent: file the old sessions first
     assert isinstance(step, _redis_core.Pipeline)
     assert step.commands[0][3] == b"a\\*\\?\\[b\\]\\\\:{*}:info"
 

@@ -40,8 +40,9 @@ class RedisBase(Generic[C]):
         kinds = self._client_kinds()
         checked, self._seconds, self._timeout = settings(url, timeout, client, kinds)
         store = describe(checked, prefix, client)
-        self._core = RedisCore(id, store=store, prefix=prefix, ttl=ttl)
         self._split = isinstance(client, kinds[1])  # a fork spans two slots there
+        # On a cluster no script may reach both a session's slot and the catalog's.
+        self._core = RedisCore(id, store=store, prefix=prefix, ttl=ttl, indexed=not self._split)
         self._options = sibling_options(url, ttl, prefix, client, timeout)
         self._url = url
         self._owns_client = client is None

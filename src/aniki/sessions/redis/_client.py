@@ -230,7 +230,7 @@ def translate(exc: Exception, store: str, timeout: str) -> StoreError:
     if isinstance(exc, rx.NoPermissionError):
         return StoreError(
             f"the Redis user may not run a command aniki needs ({text}); grant it EVALSHA, "
-            "EVAL, SCAN, LLEN and HGET on the prefix's keys",
+            "EVAL, HGET, SET and SCAN on the prefix's keys",
             store=store,
         )
     if isinstance(exc, (rx.ConnectionError, rx.TimeoutError)):

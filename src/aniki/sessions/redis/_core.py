@@ -5,11 +5,16 @@ four hash to one slot and a script may touch them together::
 
     {prefix}{<id>}:msgs     list   one JSON text per message, oldest first
     {prefix}{<id>}:info     hash   gen (a random token, new after every clear, every undo
-                                   and a fork into the session), v (schema version),
-                                   updated (unix time of the last append)
-    {prefix}{<id>}:meta     hash   derived state: one JSON text per key
+                                   and a fork into the session), v (schema version), and
+                                   the session's info: title, owner, tags, created_at,
+                                   updated_at, count (see ``_catalog``)
+    {prefix}{<id>}:meta     hash   derived state: one JSON text per key (a run's journal,
+                                   summaries, cuts, held approvals)
     {prefix}{<id>}:batches  zset   tokens of the last 32 appends and undos, so a resent one
                                    is not applied twice
+
+The prefix's catalog (sorted sets of its sessions by ``updated_at``: all, per owner, per tag)
+is kept in step by every write script; listing, prune and delete read it (``_catalog``).
 
 Every operation is one Lua script, so it is atomic and takes one round trip. Before its first
 write, each script checks that the keys it touches hold what aniki writes (else
@@ -22,38 +27,38 @@ still matches, and the whole list when another process cleared (or undid a turn 
 in between. ``fork`` and ``undo`` are in ``_edits``.
 
 An operation is a generator (a *flow*, see :mod:`aniki.sessions._driver`) that yields
-:class:`Eval` or :class:`Pipeline` steps and receives their replies; the sync and async classes
-only run the steps. The appends that follow a named message, or read back, are built from
-``append``, ``_append_read`` and ``read`` by :class:`~aniki.sessions._flow_store.FlowCore`.
+:class:`Eval` or :class:`Pipeline` steps (``_steps``) and receives their replies; the sync and
+async classes only run the steps. The appends that follow a named message, or read back, are
+built from ``append``, ``_append_read`` and ``read`` by
+:class:`~aniki.sessions._flow_store.FlowCore`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
+from datetime import timedelta
+from typing import Any
 
-from ...errors import CorruptStoreError, SchemaVersionError, UserError
+from ...errors import UserError
 from ...messages import Message
-from .. import _driver
 from .._args import check_meta_key, check_session_id
-from .._codec import SCHEMA_VERSION, decode_message, decode_meta, encode_message, encode_meta
-from .._flow_store import FlowCore
+from .._codec import SCHEMA_VERSION, decode_meta, encode_meta
 from .._history_cache import HistoryCache
-from ..base import SessionInfo
 from ..memory import meta_json
 from . import _scripts as scripts
+from ._attachments import decoded, fetch, records_and_blobs
+from ._catalog import CatalogCore
 from ._client import DEFAULT_TIMEOUT, check_url, import_redis
 from ._guarded import guarded, settled
-from ._scripts import Script
+from ._steps import RAW, Eval, Flow, Pipeline
+from ._steps import text as _text
 
 __all__ = [
     "DEFAULT_TIMEOUT",  # with check_url and import_redis: from _client, for SessionStore
+    "RAW",
     "Eval",
     "Flow",
     "Pipeline",
@@ -68,40 +73,6 @@ SWAP_ROUNDS = 3
 
 _MOVED = 2
 """An append-after script's status when another message (or none) is last: nothing written."""
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Eval:
-    """A step: run ``script`` over ``keys`` with ``args``."""
-
-    script: Script
-    """The script."""
-    keys: tuple[bytes, ...]
-    """KEYS: the session's msgs, info, meta and batches keys (a fork: two sessions')."""
-    args: tuple[bytes | str | int, ...]
-    """ARGV; the first is always the schema version."""
-
-
-@dataclass(frozen=True, slots=True)
-class Pipeline:
-    """A step: send plain commands in one round trip (not a transaction)."""
-
-    commands: tuple[tuple[Any, ...], ...]
-    """Each command with its arguments."""
-
-
-Flow = _driver.Flow[Eval | Pipeline, T]
-"""An operation: yields steps, receives each step's reply, returns the result."""
-
-_GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
-_INFO_SUFFIX = b"}:info"
-_EPOCH = datetime.fromtimestamp(0, tz=timezone.utc)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 _MAX_TTL_MS = 2**53  # Redis refuses an expiry past its 64-bit clock; this is ~285,000 years
@@ -124,10 +95,13 @@ def _ttl_ms(ttl: object) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
-class RedisCore(FlowCore[Eval | Pipeline]):
-    """The state and pure logic of one Redis session: keys, cache, and the flow of each call."""
+class RedisCore(CatalogCore):
+    """The state and pure logic of one Redis session: keys, cache, and the flow of each call
+    (those of its info and of the store's catalog in :class:`~._catalog.CatalogCore`)."""
 
-    def __init__(self, session_id: str, *, store: str, prefix: str, ttl: object) -> None:
+    def __init__(
+        self, session_id: str, *, store: str, prefix: str, ttl: object, indexed: bool = True
+    ) -> None:
         self.id = check_session_id(session_id)
         if not isinstance(prefix, str):
             raise UserError(f"prefix must be a string, got {type(prefix).__name__}")
@@ -139,6 +113,9 @@ class RedisCore(FlowCore[Eval | Pipeline]):
         self.ttl_ms = _ttl_ms(ttl)
         base = self.prefix + b"{" + self.id.encode("utf-8")
         self.keys = (base + b"}:msgs", base + b"}:info", base + b"}:meta", base + b"}:batches")
+        # Without `indexed` (a Redis Cluster client) the catalog's keys are in other slots.
+        self.catalog = self.prefix + b"catalog:" if indexed else None
+        self.write_keys = self.keys if self.catalog is None else (*self.keys, self.catalog + b"all")
         self.cache: HistoryCache[str] = HistoryCache()
         """The history this instance has read, by ``gen`` token (position: messages read)."""
 
@@ -152,7 +129,7 @@ class RedisCore(FlowCore[Eval | Pipeline]):
         script = scripts.APPEND if after is None else scripts.APPEND_AFTER
         args = self._append_args(messages, *(() if after is None else (after,)))
         script, args = guarded(self, script, args)
-        reply = yield Eval(script, self.keys, args)
+        reply = yield Eval(script, self.write_keys, args)
         self.check(reply)
         settled(self, reply)
         if int(reply[0]) == _MOVED:
@@ -175,7 +152,7 @@ class RedisCore(FlowCore[Eval | Pipeline]):
         script = scripts.APPEND_READ if after is None else scripts.APPEND_READ_AFTER
         args = self._append_args(messages, *between, *(() if after is None else (after,)))
         script, args = guarded(self, script, args)
-        reply = yield Eval(script, self.keys, args)
+        reply = yield Eval(script, self.write_keys, args)
         self.check(reply)
         settled(self, reply)
         if int(reply[0]) == _MOVED:
@@ -183,12 +160,12 @@ class RedisCore(FlowCore[Eval | Pipeline]):
         count, gen, start, records = int(reply[1]), _text(reply[2]), int(reply[3]), reply[4]
         if start < 0:  # a resent batch, applied before: where it sits is unknown here
             return (yield from self.read(limit))
+        found = yield from self._decoded(records)
         if tail:
-            return tuple(decode_message(r, store=self.store) for r in records)
+            return tuple(found)
         if start == 0:  # everything before the batch came back: a first read, or cleared since
             cache.reset(gen)
-        decoded = [decode_message(r, store=self.store) for r in records]
-        cache.extend(decoded, start + len(decoded))
+        cache.extend(found, start + len(found))
         cache.extend(messages, count)
         return cache.view(limit)
 
@@ -201,7 +178,7 @@ class RedisCore(FlowCore[Eval | Pipeline]):
             # over a freshly opened session costs the size of its window.
             reply = yield Eval(scripts.TAIL, self.keys, (SCHEMA_VERSION, limit))
             self.check(reply)
-            return tuple(decode_message(r, store=self.store) for r in reply[1])
+            return tuple((yield from self._decoded(reply[1])))
         args = (SCHEMA_VERSION, cache.generation or "", cache.position)
         reply = yield Eval(scripts.READ, self.keys, args)
         self.check(reply)
@@ -209,19 +186,19 @@ class RedisCore(FlowCore[Eval | Pipeline]):
         if start == 0:  # the whole list came back: a first read, or cleared since
             cache.reset(gen)
         if records:
-            decoded = [decode_message(r, store=self.store) for r in records]
-            cache.extend(decoded, start + len(decoded))
+            found = yield from self._decoded(records)
+            cache.extend(found, start + len(found))
         return cache.view(limit)
 
     def clear(self) -> Flow[None]:
-        self.check((yield Eval(scripts.CLEAR, self.keys, (SCHEMA_VERSION,))))
+        self.check((yield Eval(scripts.CLEAR, self.write_keys, (SCHEMA_VERSION,))))
         self.cache.reset()
 
     def replace(self, messages: Sequence[Message]) -> Flow[None]:
         """:meth:`clear`, then :meth:`append`, in one script."""
         if not messages:
             return (yield from self.clear())
-        self.check((yield Eval(scripts.REPLACE, self.keys, self._append_args(messages))))
+        self.check((yield Eval(scripts.REPLACE, self.write_keys, self._append_args(messages))))
         self.cache.reset()
 
     def get_meta(self, key: str) -> Flow[Any]:
@@ -232,7 +209,8 @@ class RedisCore(FlowCore[Eval | Pipeline]):
     def set_meta(self, key: str, value: Any) -> Flow[None]:
         check_meta_key(key)
         text = "" if value is None else encode_meta(key, value)
-        reply = yield Eval(scripts.SET_META, self.keys, (SCHEMA_VERSION, self.ttl_ms, key, text))
+        args = (SCHEMA_VERSION, self.ttl_ms, key, text)
+        reply = yield Eval(scripts.SET_META, self.write_keys, args)  # its ttl reaches the blobs
         self.check(reply)
 
     def swap_meta(self, key: str, expected: Any, value: Any) -> Flow[bool]:
@@ -246,7 +224,7 @@ class RedisCore(FlowCore[Eval | Pipeline]):
         guess = "" if expected is None else encode_meta(key, expected)
         for _ in range(SWAP_ROUNDS):
             args = (SCHEMA_VERSION, self.ttl_ms, key, guess, text)
-            reply = yield Eval(scripts.SWAP_META, self.keys, args)
+            reply = yield Eval(scripts.SWAP_META, self.write_keys, args)
             self.check(reply)
             if int(reply[1]) == 1:
                 return True
@@ -257,81 +235,26 @@ class RedisCore(FlowCore[Eval | Pipeline]):
             guess = stored
         return False  # rewritten with equal values each time: let the caller read again
 
-    def list_sessions(self) -> Flow[list[SessionInfo]]:
-        pattern = _GLOB_SPECIAL.sub(rb"\\\1", self.prefix) + b"{*" + _INFO_SUFFIX
-        start, cursor = len(self.prefix) + 1, 0
-        ids: set[str] = set()
-        while True:
-            ((cursor, keys),) = yield Pipeline((("SCAN", cursor, "MATCH", pattern, "COUNT", 1000),))
-            ids.update(filter(None, (_id_of(key, start) for key in keys)))
-            if int(cursor) == 0:
-                break
-        ordered = sorted(ids)  # ties in updated_at keep id order (the sort is stable)
-        commands: list[tuple[Any, ...]] = []
-        for session_id in ordered:
-            base = self.prefix + b"{" + session_id.encode("utf-8")
-            commands += [("LLEN", base + b"}:msgs"), ("HGET", base + b"}:info", "updated")]
-        replies = (yield Pipeline(tuple(commands))) if commands else []
-        found = [
-            SessionInfo(session_id, int(count), _timestamp(updated))
-            for session_id, count, updated in zip(ordered, replies[::2], replies[1::2], strict=True)
-            if int(count) > 0
-        ]
-        found.sort(key=lambda info: info.updated_at or _EPOCH, reverse=True)
-        return found
-
     # --- helpers ---------------------------------------------------------------------
+
+    def _decoded(self, records: Sequence[Any]) -> Flow[list[Message]]:
+        """The messages ``records`` hold, with the blobs they name (read in one more round
+        trip, only when some record names one)."""
+        blobs = yield from fetch(self.prefix, records)
+        return decoded(records, blobs, store=self.store)
 
     def _append_args(
         self, messages: Sequence[Message], *between: str | int
-    ) -> tuple[str | int, ...]:
-        """An append's ARGV: version, a fresh token, now twice, the ttl, ``between`` (what
-        the script takes besides), then the records."""
-        now = time.time()
-        head = (SCHEMA_VERSION, new_token(), repr(now), int(now * 1000), self.ttl_ms)
-        return (*head, *between, *(encode_message(m) for m in messages))
-
-    def check(self, reply: Sequence[Any]) -> None:
-        """Raise the error a script's refusal stands for (see ``_scripts``); else nothing."""
-        status = int(reply[0])
-        if status == -1:
-            raise SchemaVersionError(
-                f"session {self.id!r} was written with schema version {_text(reply[1])}, newer "
-                f"than this aniki's {SCHEMA_VERSION}; upgrade aniki to read it",
-                store=self.store,
-            )
-        if status == -2:
-            raise CorruptStoreError(
-                f"the Redis key {_text(reply[1])!r} holds a {_text(reply[2])} that aniki did not "
-                "write; another program uses this key: choose another prefix= for aniki",
-                store=self.store,
-            )
-        if status == -3:
-            raise CorruptStoreError(
-                f"a stored message cannot be read (record {int(reply[2])} of the Redis key "
-                f"{_text(reply[1])!r} is not JSON); the store was changed by something other "
-                "than aniki; restore it from a backup",
-                store=self.store,
-            )
+    ) -> tuple[bytes | str | int, ...]:
+        """An append's ARGV: version, a fresh token, now (in microseconds, then in
+        milliseconds), the ttl, ``between`` (what the script takes besides), then the blobs
+        and the records (see ``_attachments``)."""
+        now = time.time_ns()
+        head = (SCHEMA_VERSION, new_token(), str(now // 1000), now // 1_000_000, self.ttl_ms)
+        batch = records_and_blobs(messages, apart=self.catalog is not None)
+        return (*head, *between, *batch)
 
 
 def new_token() -> str:
     """A batch's token: 128 random bits as hex (a fifth of ``uuid4().hex``'s time)."""
     return os.urandom(16).hex()
-
-
-def _id_of(key: bytes | str, start: int) -> str | None:
-    raw = key if isinstance(key, bytes) else key.encode("utf-8")
-    try:
-        return raw[start : -len(_INFO_SUFFIX)].decode("utf-8")
-    except UnicodeDecodeError:  # not a key aniki wrote
-        return None
-
-
-def _timestamp(value: bytes | str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromtimestamp(float(_text(value)), tz=timezone.utc)
-    except ValueError:
-        return None

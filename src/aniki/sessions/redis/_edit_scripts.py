@@ -37,12 +37,16 @@ end
 """
 
 # A fork's two halves. ARGV: version, token (the new session's gen, unique to this call), now
-# (seconds), ttl ms, then, for the source: the id to copy through ('' for all), that id as JSON
-# text (the needle), and the meta keys not copied. `snapshot` reads the source at KEYS[s..s+3]:
-# its records and meta pairs, or nil and a refusal ({-4}: no message has the id). `vacant` says
-# whether the target at KEYS[t..t+3] may be written: nil, or {1} when this very fork was applied
-# before (a resend: its token is the gen), or {-5} when the target holds messages. `fill` writes
-# the fork there; the target's meta is replaced, its batch tokens kept (they guard its resends).
+# (whole microseconds), ttl ms, then, for the source: the id to copy through ('' for all), that
+# id as JSON text (the needle), and the meta keys not copied. `snapshot` reads the source at
+# KEYS[s..s+3]: its records, meta pairs and labels ({title, owner, tags, whether it was ever
+# written}), or nil and a refusal ({-4}: no message has the id). `vacant` says whether the
+# target at KEYS[t..t+3] may be written: nil, or {1} when this very fork was applied before (a
+# resend: its token is the gen), or {-5} when the target holds messages. `fill` writes the fork
+# there (or returns a refusal, writing nothing): the target's meta is replaced, its batch tokens
+# kept (they guard its resends), its info made anew with the source's labels, created and
+# updated now, and, with the catalog, the target filed under its new labels and counted among
+# the holders of each blob its records name.
 _FORK_HALVES = """
 local function snapshot(s)
   local last = redis.call('LLEN', KEYS[s]) - 1
@@ -63,34 +67,57 @@ local function snapshot(s)
       meta[#meta + 1] = stored[j + 1]
     end
   end
-  return records, meta
+  local labels = redis.call('HMGET', KEYS[s + 1], 'title', 'owner', 'tags', 'updated_at')
+  return records, meta, labels
 end
 local function vacant(t)
   if redis.call('HGET', KEYS[t + 1], 'gen') == ARGV[2] then return {1} end
   if redis.call('LLEN', KEYS[t]) > 0 then return {-5} end
   return nil
 end
-local function fill(t, records, meta)
+local function fill(t, records, meta, labels)
+  local before, sets, refused = {}, {}, nil
+  if catalog then
+    before, refused = filed(t)
+    if refused then return refused end
+    sets = sets_of(catalog, labels[2], labels[3])
+    refused = unusable(sets, 'zset')
+    if refused then return refused end
+  end
   redis.call('DEL', KEYS[t + 2])
-  if #records == 0 and #meta == 0 then return end
+  if #records == 0 and #meta == 0 and not labels[4] then return nil end
   push(KEYS[t], records)
   for from = 1, #meta, 1000 do
     redis.call('HSET', KEYS[t + 2], unpack(meta, from, math.min(from + 999, #meta)))
   end
-  redis.call('HSET', KEYS[t + 1], 'v', ARGV[1], 'gen', ARGV[2], 'updated', ARGV[3])
+  redis.call('HDEL', KEYS[t + 1], 'title', 'owner', 'tags')
+  redis.call('HSET', KEYS[t + 1], 'v', ARGV[1], 'gen', ARGV[2], 'updated_at', ARGV[3],
+    'created_at', ARGV[3], 'count', #records)
+  for j, field in ipairs({'title', 'owner', 'tags'}) do
+    if labels[j] then redis.call('HSET', KEYS[t + 1], field, labels[j]) end
+  end
+  if catalog then
+    unfile(before, id_at(t))
+    file(sets, ARGV[3], id_at(t))
+    label(id_at(t), labels[2], labels[3])
+  end
+  if blob_base then take_refs(blob_base, KEYS[t + 1], named(records), tonumber(ARGV[4])) end
   refresh(tonumber(ARGV[4]), t)
+  return nil
 end
 """
 
 # KEYS: the source's four, then the target's four (another id, so, on a Redis Cluster, most
-# often another slot: there FORK_SOURCE and FORK_TARGET do the same in two steps). Copies the
-# source (through the message ARGV[5] names) into the empty target, in one step. Returns {0,
-# the source's gen, how many records were copied}, {1} for a resend, or a refusal.
+# often another slot: there FORK_SOURCE and FORK_TARGET do the same in two steps), and, to keep
+# the catalog, the prefix's set of all sessions. Copies the source (through the message ARGV[5]
+# names) into the empty target, in one step. Returns {0, the source's gen, how many records
+# were copied}, {1} for a resend, or a refusal.
 FORK = Script.of(
     """
-local records, meta = snapshot(1)
+local records, meta, labels = snapshot(1)
 if not records then return meta end
-fill(5, records, meta)
+local refused = fill(5, records, meta, labels)
+if refused then return refused end
 return {0, redis.call('HGET', KEYS[2], 'gen') or '', #records}
 """,
     helpers=_RECORDS + _FORK_HALVES,
@@ -98,36 +125,45 @@ return {0, redis.call('HGET', KEYS[2], 'gen') or '', #records}
 )
 
 # KEYS: the source's four. ARGV: as FORK's. The first step of a fork across slots: {0, the
-# source's gen, its records through ARGV[5], its meta pairs but the skipped}, or a refusal.
+# source's gen, its records through ARGV[5], its meta pairs but the skipped, its labels (title,
+# owner, tags, updated_at: each '' when absent)}, or a refusal.
 FORK_SOURCE = Script.of(
     """
-local records, meta = snapshot(1)
+local records, meta, labels = snapshot(1)
 if not records then return meta end
-return {0, redis.call('HGET', KEYS[2], 'gen') or '', records, meta}
+for j = 1, 4 do labels[j] = labels[j] or '' end
+return {0, redis.call('HGET', KEYS[2], 'gen') or '', records, meta, labels}
 """,
     helpers=_RECORDS + _FORK_HALVES,
     refuse="check_all()",
 )
 
-# KEYS: the target's four. ARGV: version, token, now, ttl ms, the number of meta texts (pairs
-# times two), the meta texts, then the records. The second step: {0}, {1} for a resend, or a
-# refusal ({-5}: the target holds messages by now).
+# KEYS: the target's four (and the set of all sessions, to keep the catalog). ARGV: version,
+# token, now, ttl ms, the source's labels as FORK_SOURCE gave them (four texts), the number of
+# meta texts (pairs times two), the meta texts, then the records. The second step: {0}, {1}
+# for a resend, or a refusal ({-5}: the target holds messages by now).
 FORK_TARGET = Script.of(
     """
-local split = 6 + tonumber(ARGV[5])
+local labels = {}
+for j = 1, 4 do labels[j] = ARGV[4 + j] ~= '' and ARGV[4 + j] end
+local split = 10 + tonumber(ARGV[9])
 local meta, records = {}, {}
-for j = 6, split - 1 do meta[#meta + 1] = ARGV[j] end
+for j = 10, split - 1 do meta[#meta + 1] = ARGV[j] end
 for j = split, #ARGV do records[#records + 1] = ARGV[j] end
-fill(1, records, meta)
+local refused = fill(1, records, meta, labels)
+if refused then return refused end
 return {0}
 """,
     helpers=_RECORDS + _FORK_HALVES,
     refuse="check_all() or vacant(1)",
 )
 
-# ARGV: version, token (unique to this call), now (whole milliseconds), ttl ms. Removes the
-# records from the last user message on and returns {0, them, the gen before, the length
-# before, the gen after}; the gen becomes the token, so every instance's cache starts over.
+# ARGV: version, token (unique to this call), now (whole milliseconds), ttl ms, now (whole
+# microseconds). Removes the records from the last user message on and returns {0, them, the
+# gen before, the length before, the gen after}; the gen becomes the token, so every
+# instance's cache starts over. The info's count and updated_at follow, and so do the
+# catalog's scores when its set of all sessions is the last key. The blobs the removed records
+# name are released, and their bytes returned as (hash, bytes) pairs after the gen after.
 # The token joins the batch tokens: a resend of an undo applied before returns {1} instead of
 # removing another turn. With no user message, nothing changes: {0, {}, gen, length, gen}.
 UNDO = Script.of(
@@ -142,16 +178,32 @@ local removed = redis.call('LRANGE', KEYS[1], start, -1)
 for j = 2, #removed do
   if not pcall(cjson.decode, removed[j]) then return {-3, KEYS[1], start + j - 1} end
 end
+local sets = false
+if catalog then
+  local labels = redis.call('HMGET', KEYS[2], 'owner', 'tags')
+  sets = sets_of(catalog, labels[1], labels[2])
+  local refused = unusable(sets, 'zset')
+  if refused then return refused end
+end
+local made = created(redis.call('HGET', KEYS[2], 'created_at'), KEYS[1], count, ARGV[5])
+local counts, blobs = {}, {}
+if blob_base then
+  counts = named(removed)
+  blobs = blob_data(blob_base, counts)
+  drop_refs(blob_base, counts, KEYS[2])
+end
 if start == 0 then
   redis.call('DEL', KEYS[1])
 else
   redis.call('LTRIM', KEYS[1], 0, start - 1)
 end
-redis.call('HSET', KEYS[2], 'v', ARGV[1], 'gen', ARGV[2])
+redis.call('HSET', KEYS[2], 'v', ARGV[1], 'gen', ARGV[2], 'updated_at', ARGV[5], 'count', start,
+  'created_at', made)
+if sets then file(sets, ARGV[5], id_at(1)) end
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
 redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -33)
 refresh(tonumber(ARGV[4]))
-return {0, removed, gen, count, ARGV[2]}
+return {0, removed, gen, count, ARGV[2], blobs}
 """,
     helpers=_RECORDS,
     refuse="check_all()",

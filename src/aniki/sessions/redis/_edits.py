@@ -21,17 +21,20 @@ a resend of an undo applied before does not remove another turn.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
 from ...errors import StoreUnavailableError, UserError
 from ...messages import Message
-from .._codec import SCHEMA_VERSION, decode_message
+from .._codec import SCHEMA_VERSION
 from .._edits import FORK_SKIPPED_META, forked_count, taken
 from . import _edit_scripts as scripts
-from ._core import Eval, Flow, RedisCore, _text, new_token
+from ._attachments import decoded
+from ._catalog import now_micros
+from ._core import RedisCore, new_token
+from ._steps import Eval, Flow
+from ._steps import text as _text
 
 __all__ = ["fork", "undo"]
 
@@ -50,22 +53,23 @@ def fork(source: RedisCore, target: RedisCore, upto: str | None, *, split: bool)
     args: tuple[str | int, ...] = (
         SCHEMA_VERSION,
         token,
-        repr(time.time()),
+        str(now_micros()),
         target.ttl_ms,
         upto or "",
         encode_basestring(upto or ""),  # how the record holds the id: a needle to find it by
         *sorted(FORK_SKIPPED_META),
     )
     if not split:
-        reply = yield Eval(scripts.FORK, source.keys + target.keys, args)
+        reply = yield Eval(scripts.FORK, source.keys + target.write_keys, args)
         _check(reply, source, target, upto)
         if int(reply[0]) == 0:
             _seed(source, target, gen=_text(reply[1]), count=int(reply[2]), token=token)
         return
     reply = yield Eval(scripts.FORK_SOURCE, source.keys, args)
     _check(reply, source, target, upto)
-    gen, records, meta = _text(reply[1]), reply[2], reply[3]
-    reply = yield Eval(scripts.FORK_TARGET, target.keys, (*args[:4], len(meta), *meta, *records))
+    gen, records, meta, labels = _text(reply[1]), reply[2], reply[3], reply[4]
+    rest = (*labels, len(meta), *meta, *records)
+    reply = yield Eval(scripts.FORK_TARGET, target.write_keys, (*args[:4], *rest))
     _check(reply, source, target, upto)
     if int(reply[0]) == 0:
         _seed(source, target, gen=gen, count=len(records), token=token)
@@ -73,9 +77,9 @@ def fork(source: RedisCore, target: RedisCore, upto: str | None, *, split: bool)
 
 def undo(core: RedisCore) -> Flow[tuple[Message, ...]]:
     """Remove ``core``'s last turn (the last user message on) and return it."""
-    token = new_token()
-    args = (SCHEMA_VERSION, token, int(time.time() * 1000), core.ttl_ms)
-    reply = yield Eval(scripts.UNDO, core.keys, args)
+    token, now = new_token(), now_micros()
+    args = (SCHEMA_VERSION, token, now // 1000, core.ttl_ms, str(now))
+    reply = yield Eval(scripts.UNDO, core.write_keys, args)
     core.check(reply)
     cache = core.cache
     if int(reply[0]) == _APPLIED:
@@ -89,6 +93,9 @@ def undo(core: RedisCore) -> Flow[tuple[Message, ...]]:
     records, before, count, after = reply[1], _text(reply[2]), int(reply[3]), _text(reply[4])
     if not records:
         return ()
+    pairs = reply[5]  # the bytes of the blobs the removed records name, released by the undo
+    blobs = {_text(key): data for key, data in zip(pairs[::2], pairs[1::2], strict=True)}
+    removed = decoded(records, blobs, store=core.store)
     start = count - len(records)
     if cache.generation is not None and cache.generation == before:
         # What this instance read before the cut is still the history's start.
@@ -97,7 +104,7 @@ def undo(core: RedisCore) -> Flow[tuple[Message, ...]]:
         cache.extend(kept, len(kept))
     else:
         cache.reset()
-    return tuple(decode_message(record, store=core.store) for record in records)
+    return tuple(removed)
 
 
 def _check(reply: Sequence[Any], source: RedisCore, target: RedisCore, upto: str | None) -> None:

@@ -35,8 +35,8 @@ def _with_check(script: Script) -> Script:
 
 
 def guarded(
-    store: object, script: Script, args: tuple[str | int, ...]
-) -> tuple[Script, tuple[str | int, ...]]:
+    store: object, script: Script, args: tuple[bytes | str | int, ...]
+) -> tuple[Script, tuple[bytes | str | int, ...]]:
     """``script`` and ``args``, checked against the guard's mark for ``store`` when it has one."""
     expected = expected_mark(store)
     if expected is None:

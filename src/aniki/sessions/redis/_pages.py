@@ -2,7 +2,8 @@
 range asked for, so the two agree whatever other clients append meanwhile.
 
 The script checks the key types and the schema version as the read scripts do, and writes
-nothing; records decode as ``get_messages()`` decodes them.
+nothing; records decode as ``get_messages()`` decodes them (with the blobs they name, read
+in one more round trip).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from ...messages import Message
 from .._codec import SCHEMA_VERSION, decode_message
 from .._pages import Page, span
+from ._attachments import decoded, fetch, names_blobs
 from ._core import Eval, Flow, RedisCore
 from ._scripts import Script
 
@@ -40,7 +42,11 @@ def page(core: RedisCore, start: int, limit: int) -> Flow[Page]:
     low, high = span(start, limit)
     reply = yield Eval(PAGE, core.keys, (SCHEMA_VERSION, low, high))
     core.check(reply)
-    messages: tuple[Message, ...] = tuple(
-        decode_message(record, store=core.store) for record in reply[3]
-    )
+    records = reply[3]
+    messages: tuple[Message, ...]
+    if any(map(names_blobs, records)):
+        blobs = yield from fetch(core.prefix, records)
+        messages = tuple(decoded(records, blobs, store=core.store))
+    else:
+        messages = tuple(decode_message(record, store=core.store) for record in records)
     return Page(int(reply[1]), int(reply[2]), messages)

@@ -1,15 +1,19 @@
 """The Lua scripts of the Redis sessions: one per operation, each atomic and one round trip.
 
 Every script runs over a session's four keys (``KEYS``: msgs, info, meta, batches; see
-``_core``; a fork's over two sessions' eight) with the schema version as ``ARGV[1]``, and
-starts from the same prelude of helpers. A script is sent once and then run by its SHA-1
-digest.
+``_core``; a fork's over two sessions' eight), a write also over the prefix's set of all
+sessions when it keeps the catalog (see ``_index_lua``), with the schema version as
+``ARGV[1]``, and starts from the same prelude of helpers. A script is sent once and then run
+by its SHA-1 digest.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+
+from ._blob_lua import BLOB_HELPERS
+from ._index_lua import INDEX_HELPERS
 
 __all__ = [
     "APPEND",
@@ -52,7 +56,8 @@ class Script:
 # record an undo or a fork must read is not JSON, always before its first write (a script that
 # fails halfway keeps what it wrote). The hot scripts (append and read) check a key by the first
 # command that touches it, run with pcall; the rest check every key up front with TYPE.
-_PRELUDE = """
+_PRELUDE = (
+    """
 local kinds = {'list', 'hash', 'hash', 'zset'}
 local function failed(reply)
   return type(reply) == 'table' and reply.err ~= nil
@@ -71,33 +76,37 @@ local function newer(stored, i)
   return nil
 end
 local function check_all()
-  for i = 1, #KEYS do
+  for i = 1, #KEYS - #KEYS % 4 do
     local kind = redis.call('TYPE', KEYS[i]).ok
     if kind ~= 'none' and kind ~= kinds[(i - 1) % 4 + 1] then return {-2, KEYS[i], kind} end
   end
-  for i = 2, #KEYS, 4 do
+  for i = 2, #KEYS - #KEYS % 4, 4 do
     local refused = newer(redis.call('HGET', KEYS[i], 'v'), i)
     if refused then return refused end
   end
   return nil
 end
-local function refresh(ttl, first)
-  first = first or 1
-  if ttl > 0 then
-    for i = first, first + 3 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  end
-end
 """
+    + INDEX_HELPERS
+    + BLOB_HELPERS
+)
 
-# ARGV (from `first` on): records... Before them: version, token (unique to this call), now
-# (seconds), now (whole milliseconds), ttl ms. The token becomes the gen of a new session, and is
-# remembered among the last 32 batches: redis-py resends a command after a timeout or a dropped
-# connection, and a batch the server already applied must not be appended twice. The batch's
-# score is an integer, which Redis parses several times faster than a fraction. Returns a
+# ARGV (from `first` on): the number of blobs, a (hash, how many records name it, bytes) triple
+# per blob, then the records. Before them: version, token (unique to this call), now (whole
+# microseconds: the updated_at), now (whole milliseconds), ttl ms. The token becomes the
+# gen of a new session, and is remembered among the last 32 batches: redis-py resends a command
+# after a timeout or a dropped connection, and a batch the server already applied must not be
+# appended twice. The batch's score is an integer, which Redis parses several times faster
+# than a fraction. Returns a
 # refusal, or nil, the new length, the gen and whether the batch was applied now. With `after`
 # (an id, or '' for none), the batch goes only after the message with that id (an encrypted
 # session's chain): when another is last, or none, {2} is returned and nothing is written.
+# The info hash gets the new count and times, and the catalog's sets the new score, in step;
+# each blob is stored unless it is already, and counted once more per record naming it.
 _APPEND_BATCH = """
+local function records_from(first)
+  return first + 1 + 3 * tonumber(ARGV[first])
+end
 local function follows(after)
   local last = redis.pcall('LINDEX', KEYS[1], -1)
   if failed(last) then return refuse(1, last) end
@@ -109,9 +118,11 @@ local function follows(after)
   return {2}
 end
 local function append(first, after)
+  local from, blobs = records_from(first), {}
+  for j = first + 1, from - 1, 3 do blobs[#blobs + 1] = blob_base .. ARGV[j] end
   local seen = redis.pcall('ZSCORE', KEYS[4], ARGV[2])
   if failed(seen) then return refuse(4, seen) end
-  local info = redis.pcall('HMGET', KEYS[2], 'v', 'gen')
+  local info = redis.pcall('HMGET', KEYS[2], 'v', 'gen', 'created_at', 'owner', 'tags')
   if failed(info) then return refuse(2, info) end
   local refused = newer(info[1])
   if refused then return refused end
@@ -123,15 +134,29 @@ local function append(first, after)
   end
   refused = after and follows(after)
   if refused then return refused end
-  count = redis.pcall('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + 999, #ARGV)))
+  local sets = catalog and sets_of(catalog, info[4], info[5])
+  refused = (sets and unusable(sets, 'zset')) or (#blobs > 0 and unusable(blobs, 'hash'))
+  if refused then return refused end
+  count = redis.pcall('RPUSH', KEYS[1], unpack(ARGV, from, math.min(from + 999, #ARGV)))
   if failed(count) then return refuse(1, count) end
-  for from = first + 1000, #ARGV, 1000 do
-    count = redis.call('RPUSH', KEYS[1], unpack(ARGV, from, math.min(from + 999, #ARGV)))
+  for next_from = from + 1000, #ARGV, 1000 do
+    count = redis.call('RPUSH', KEYS[1], unpack(ARGV, next_from, math.min(next_from + 999, #ARGV)))
   end
   redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])
   redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -33)
   local gen = info[2] or ARGV[2]
-  redis.call('HSET', KEYS[2], 'v', ARGV[1], 'updated', ARGV[3], 'gen', gen)
+  local made = created(info[3], KEYS[1], count - (#ARGV - from + 1), ARGV[3])
+  redis.call('HSET', KEYS[2], 'v', ARGV[1], 'updated_at', ARGV[3], 'gen', gen, 'count', count,
+    'created_at', made)
+  if sets then file(sets, ARGV[3], id_at(1)) end
+  if #blobs > 0 then
+    local counts, data = {}, {}
+    for j = first + 1, from - 1, 3 do
+      counts[ARGV[j]] = tonumber(ARGV[j + 1])
+      data[ARGV[j]] = ARGV[j + 2]
+    end
+    take_refs(blob_base, KEYS[2], counts, tonumber(ARGV[5]), data)
+  end
   refresh(tonumber(ARGV[5]))
   return nil, count, gen, true
 end
@@ -167,7 +192,7 @@ local function append_read(first, after)
   if not applied then return {0, count, gen, -1, {}} end
   local tail = tonumber(ARGV[8])
   if tail > 0 then return {0, count, gen, 0, redis.call('LRANGE', KEYS[1], -tail, -1)} end
-  local before = count - (#ARGV - first + 1)
+  local before = count - (#ARGV - records_from(first) + 1)
   local start = 0
   if gen == ARGV[6] and tonumber(ARGV[7]) <= before then start = tonumber(ARGV[7]) end
   local records = {}
@@ -206,8 +231,12 @@ if failed(records) then return refuse(1, records) end
 return {0, records}
 """)
 
+# Deletes the session, takes it out of the catalog and releases its blobs.
 CLEAR = Script.of(
     """
+local refused = unindex(1)
+if refused then return refused end
+if blob_base then drop_refs(blob_base, held(KEYS[2])) end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return {0}
 """,
@@ -218,6 +247,9 @@ return {0}
 # session: whole or not at all, like every script.
 REPLACE = Script.of(
     """
+local refused = unindex(1)
+if refused then return refused end
+if blob_base then drop_refs(blob_base, held(KEYS[2])) end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 local failed_append, count, gen = append(6)
 if failed_append then return failed_append end

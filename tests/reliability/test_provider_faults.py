@@ -432,7 +432,9 @@ SLOW = {
         lambda v: Respond(429, v.rate_limit_error, {"Retry-After": "30"}),
         0.8,
     ),
-    "a server that never answers": (lambda v: Stall(), 0.25),
+    # Long enough for the first request and its tool under a loaded machine; the stall
+    # outlasts any deadline.
+    "a server that never answers": (lambda v: Stall(), 1.0),
 }
 
 

@@ -116,3 +116,14 @@ def test_dbos_reports_per_run_cost_and_throughput_on_both_databases(tmp_path: Pa
         )
     assert len(rows) == 2 * (len(expected) + 1), rows
     assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"
+
+
+def test_retention_lists_prunes_and_deletes_in_every_store(tmp_path: Path) -> None:
+    rows = _rows("bench_retention.py", tmp_path)
+    stores = {row[0]: row for row in rows}
+    assert set(stores) == {"sqlite", "file", "redis", "postgres"}, rows
+    for row in rows:
+        assert "skipped" not in row[1], row
+        assert row[4].endswith("(100)"), row  # user-1 owns 100 of the smoke size's 300
+        assert row[5].endswith("(200)") or row[5].endswith("(201)"), row  # (+ the writer's)
+    assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"

@@ -51,6 +51,13 @@ EXPECTED = {
         "reserve ran 1 time(s)",
         "ship ran 2 time(s), with 1 idempotency key(s)",
     ],
+    "chat_app.py": [
+        "ann: 'Fix my CV', 2 messages\nann: 'Pack list for a',",
+        "ann: 'Which temples in Kyoto', 2 messages",
+        "deleted for bob: 1",
+        "left: ['ann-chat-2', 'ann-chat-1', 'ann-chat-0']",
+        "pruned (not written for 30 days): 0",
+    ],
     "mcp_tools.py": [
         "tools from the MCP server: shop_order_status, shop_return_policy",
         "tool: Order A-1009: shipped with PostNord, arriving Thursday.",

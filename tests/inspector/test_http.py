@@ -88,11 +88,20 @@ def stored(url: str, session_id: str) -> list[Message]:
 def test_sessions_list_search_and_counts(filled: tuple[str, str, list[Any]]) -> None:
     url, session_id, _ = filled
     messages = stored(url, session_id)
+    with open_store(url) as store:
+        store.session(session_id).set_info(title=HOSTILE, owner="user-<7>")
     with running(url) as address:
         html = page(address, "/?" + urllib.parse.urlencode({"q": session_id}))
         assert f'href="/session?id={session_id}"' in html
-        row = re.search(rf"{session_id}</a></td>\s*<td class=\"num\">([\d,]+)</td>", html)
-        assert row is not None and int(row.group(1).replace(",", "")) == len(messages)
+        row = re.search(
+            rf"{session_id}</a></td>\s*<td class=\"title\">(.*?)</td>\s*"
+            r'<td class="owner">(.*?)</td>\s*<td class="num">([\d,]+)</td>',
+            html,
+            re.S,
+        )
+        assert row is not None and int(row.group(3).replace(",", "")) == len(messages)
+        assert "<" not in row.group(1) + row.group(2)  # the title and owner shown as text
+        assert unescape(row.group(2)) == "user-<7>"
         assert "1 of" in text_of(html)
         missing = page(address, "/?q=" + uuid.uuid4().hex)
         assert "No session id contains" in missing

@@ -100,6 +100,6 @@ def drop_postgres_tables(table: str) -> None:
 
     *schema, base = table.split(".")
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
-        for suffix in ("", "_sessions", "_meta", "_schema"):
+        for suffix in ("", "_sessions", "_meta", "_schema", "_blob_refs", "_blobs"):
             name = sql.Identifier(*schema, base + suffix)
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))

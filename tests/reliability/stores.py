@@ -221,7 +221,9 @@ def _postgres_store(kind: str) -> Store:
     def contained() -> None:
         statement = sql.SQL("SELECT tablename FROM pg_tables WHERE tablename LIKE %s")
         names = {name for (name,) in query(statement, table + "%")}
-        assert names == {table + s for s in ("", "_sessions", "_meta", "_schema")}
+        assert names == {
+            table + s for s in ("", "_sessions", "_meta", "_schema", "_blobs", "_blob_refs")
+        }
 
     def cleanup() -> None:
         lister.close()

@@ -36,7 +36,7 @@ SUITE_TABLE = unique_name("aniki_suite")
 def suite_table() -> Iterator[str]:
     postgres_dsn()
     yield SUITE_TABLE
-    drop_postgres_tables(SUITE_TABLE)
+    drop_tables(SUITE_TABLE)
 
 
 @pytest.mark.usefixtures("suite_table")
@@ -57,12 +57,22 @@ class TestAsyncPostgresConformance(TestPostgresConformance):
     asynchronous = True
 
 
+def drop_tables(table: str) -> None:
+    """Drop every table a PostgreSQL store named ``table`` creates, its attachments' too."""
+    drop_postgres_tables(table)
+    *schema, base = table.split(".")
+    with psycopg.connect(postgres_dsn(), autocommit=True) as conn:
+        for suffix in ("_blobs", "_blob_refs"):
+            name = sql.Identifier(*schema, base + suffix)
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
+
+
 @pytest.fixture
 def table() -> Iterator[str]:
     postgres_dsn()
     name = unique_name("aniki_test")
     yield name
-    drop_postgres_tables(name)
+    drop_tables(name)
 
 
 @pytest.fixture(params=[PostgresSession, AsyncPostgresSession], ids=["sync", "async"])

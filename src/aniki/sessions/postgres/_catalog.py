@@ -12,12 +12,13 @@ ever counts messages.
   the GIN index over ``tags``. A page continues after the cursor's ``(updated_at, id)``
   (keyset paging: no ``OFFSET``).
 - A prune or a delete works in batches of at most :data:`~aniki.sessions._catalog.PRUNE_BATCH`
-  sessions, each batch one transaction of two statements: the first locks the rows of the
-  sessions it will remove (``FOR UPDATE SKIP LOCKED``: a session a writer holds is left for
-  the next prune, and the prune never waits on a writer, so they cannot deadlock); the
-  second, with a snapshot taken once those locks are held, removes those sessions' messages,
-  meta and rows. Every write to a session takes its row's lock first, so a removed session
-  is removed whole: an append waiting for the lock then makes the session anew.
+  sessions, each batch one transaction: the first statement locks the rows of the sessions
+  it will remove (``FOR UPDATE SKIP LOCKED``: a session a writer holds is left for the next
+  prune, and the prune never waits on a writer, so they cannot deadlock); the next drop the
+  links of their attachments and each blob no other session names (see ``_blobs``); the last,
+  with a snapshot taken once those locks are held, removes those sessions' messages, meta
+  and rows. Every write to a session takes its row's lock first, so a removed session is
+  removed whole: an append waiting for the lock then makes the session anew.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from .._catalog import KEEP, PRUNE_BATCH, InfoChange, Listing
 from ..base import SessionInfo
+from ._blobs import blob_statements, unlink
 from ._flow import Flow, Query
 from ._sql import render
 
@@ -159,10 +161,12 @@ def delete_sessions(table: str, owner: str) -> Flow[int]:
 def _remove(table: str, doomed: bytes, params: dict[str, Any]) -> Flow[int]:
     removed = 0
     remove = render(table, _REMOVE)
+    blobs = blob_statements(table)
     while True:
         rows = yield Query(doomed, {**params, "batch": PRUNE_BATCH})
         ids = [sid for (sid,) in rows]
         if ids:
+            yield from unlink(blobs, blobs.drop, {"ids": ids})
             yield Query(remove, {"ids": ids}, commits=True)
             removed += len(ids)
         if len(ids) < PRUNE_BATCH:

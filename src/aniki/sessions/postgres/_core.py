@@ -16,6 +16,9 @@ row lock its upsert took (so an undo or a clear that committed first shows), mus
 the run's question was stored under; when not, the flow raises and the append rolls back.
 BEGIN and COMMIT cost two round trips more; nothing more is read.
 
+Attachment bytes are kept apart from the records, once per content (``_blobs``): an append
+whose messages carry none, and a read of records naming none, run as they would without.
+
 An operation is a generator (a *flow*, see ``_flow``) that yields :class:`Query` steps and
 receives their rows; the sync and async classes run each flow in one transaction: a single
 statement marked ``alone`` is its own transaction, several run between BEGIN and COMMIT. The
@@ -32,15 +35,17 @@ from typing import Any
 from ...errors import StoreError, StoreUnavailableError, UserError
 from ...messages import Message
 from .._args import check_meta_key, check_seconds, check_session_id
+from .._blobs import MARK
 from .._catalog import InfoChange, Listing
-from .._codec import decode_message, decode_meta, encode_message, encode_meta
+from .._codec import decode_message, decode_meta, encode_meta
 from .._flow_store import FlowCore
 from .._guard import admit, expected_mark
 from .._history_cache import HistoryCache
 from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
-from . import _catalog, _edits, _pages, _schema
+from . import _blobs, _catalog, _edits, _pages, _schema
+from ._blobs import blob_statements, records_of
 from ._flow import Flow, Query
 from ._sql import check_table, statements
 
@@ -78,6 +83,7 @@ class PostgresCore(FlowCore[Query]):
         self.store = store
         self._table = check_table(table)
         self._sql = statements(self._table)
+        self._blob_sql = blob_statements(self._table)
         self._ready_key = (conninfo, table)
         self._cache: HistoryCache[int] = HistoryCache()  # position = last seq read
 
@@ -105,16 +111,20 @@ class PostgresCore(FlowCore[Query]):
         message with that id, checked in the same statement: whether they were appended."""
         if not messages:
             return True
-        params = {"sid": self.id, "n": len(messages), **_batch(messages, after)}
+        records, blobs = records_of(messages)
+        params = {"sid": self.id, "n": len(messages), **_batch(records, after)}
         if after is not None:
             statement = self._sql.append_after
         else:
             statement = self._sql.append_one if len(messages) == 1 else self._sql.append
-        rows = yield Query(statement, params, alone=expected_mark(self) is None)
+        alone = expected_mark(self) is None and not blobs
+        rows = yield Query(statement, params, alone=alone)
         if not rows:  # another message is last: nothing was written
             return False
         ((generation, count, last),) = rows
         admit(self, generation)  # under a turn guard: refused, it rolls the append back
+        if blobs:
+            yield from _blobs.put(self._blob_sql, self.id, records, blobs, last)
         # Extend the cache only when our batch sits right after it; otherwise the next read
         # fetches whatever another writer added in between.
         cache = self._cache
@@ -127,29 +137,27 @@ class PostgresCore(FlowCore[Query]):
         self, messages: Sequence[Message], limit: int | None, after: str | None
     ) -> Flow[tuple[Message, ...] | None]:
         # One statement, unless another append committed while this one waited for the
-        # session's row: then a second reads afresh.
+        # session's row (or took the blobs of the messages read with it): then a read afresh.
         cache = self._cache
         tail = limit if limit is not None and cache.generation is None else 0
+        records, blobs = records_of(messages)
         params = {
             "sid": self.id,
             "n": len(messages),
-            **_batch(messages, after),
+            **_batch(records, after),
             "gen": -1 if cache.generation is None else cache.generation,
             "after": cache.position,
             "limit": limit,
         }
-        sql, one = self._sql, len(messages) == 1
-        if after is not None:
-            statement = sql.append_tail_after if tail else sql.append_read_after
-        elif tail:
-            statement = sql.append_tail_one if one else sql.append_tail
-        else:
-            statement = sql.append_read_one if one else sql.append_read
-        rows = yield Query(statement, params, alone=expected_mark(self) is None)
+        statement = self._fused(after is not None, bool(tail), len(messages) == 1)
+        alone = expected_mark(self) is None and not blobs
+        rows = yield Query(statement, params, alone=alone)
         if not rows:  # only with after: another message is last, nothing was written
             return None
         generation, count, last, generation_before, count_before = rows[0][:5]
         admit(self, generation)  # under a turn guard: refused, it rolls the append back
+        if blobs:
+            yield from _blobs.put(self._blob_sql, self.id, records, blobs, last)
         if (
             generation_before not in (None, generation)
             or (count_before or 0) + len(messages) != count
@@ -158,14 +166,34 @@ class PostgresCore(FlowCore[Query]):
         earlier = [(seq, text) for *_, seq, text in rows if seq is not None]
         if tail:
             earlier.reverse()
-            window = [decode_message(text, store=self.store) for _, text in earlier]
+        window = yield from self._messages([text for _, text in earlier])
+        if window is None:  # a blob went since, with the messages naming it
+            return (yield from self.read(limit))
+        if tail:
             return tuple([*window, *messages][-tail:])
         if generation != cache.generation:  # a first read, or cleared since
             cache.reset(generation)
         if earlier:
-            cache.extend([decode_message(t, store=self.store) for _, t in earlier], earlier[-1][0])
+            cache.extend(window, earlier[-1][0])
         cache.extend(messages, last)
         return cache.view(limit)
+
+    def _fused(self, after: bool, tail: bool, one: bool) -> bytes:
+        """The statement of an append read back: after a named message, of the tail only,
+        of one message."""
+        sql = self._sql
+        if after:
+            return sql.append_tail_after if tail else sql.append_read_after
+        if tail:
+            return sql.append_tail_one if one else sql.append_tail
+        return sql.append_read_one if one else sql.append_read
+
+    def _messages(self, texts: list[str]) -> Flow[list[Message] | None]:
+        """The messages ``texts`` hold, with the blobs they name (read in one more statement
+        when one does); ``None`` when such a blob went since the rows were read."""
+        if not any(MARK in text for text in texts):
+            return [decode_message(text, store=self.store) for text in texts]
+        return (yield from _blobs.load(self._blob_sql, texts, store=self.store))
 
     def read(self, limit: int | None) -> Flow[tuple[Message, ...]]:
         if limit is not None and limit <= 0:
@@ -174,23 +202,36 @@ class PostgresCore(FlowCore[Query]):
         if limit is not None and cache.generation is None:
             # Nothing cached yet: fetch only the tail, not the whole history, so that a policy
             # over a freshly opened session costs the size of its window.
-            tail = yield Query(self._sql.tail, {"sid": self.id, "limit": limit}, alone=True)
-            return tuple(decode_message(text, store=self.store) for (text,) in reversed(tail))
+            params: dict[str, Any] = {"sid": self.id, "limit": limit}
+            tail = yield Query(self._sql.tail, params, alone=True)
+            window = yield from self._messages([text for (text,) in reversed(tail)])
+            if window is None:  # a blob went between the two statements: both again, at once
+                tail, blobs = yield from _blobs.again(self._blob_sql, self._sql.tail, params, 1)
+                texts = [text for (text,) in reversed(tail)]
+                window = _blobs.decoded(texts, blobs, store=self.store)
+            return tuple(window)
         gen = -1 if cache.generation is None else cache.generation
         params = {"sid": self.id, "gen": gen, "after": cache.position}
         rows = yield Query(self._sql.read, params, alone=True)
+        new = [(seq, text) for _, seq, text in rows if seq is not None]
+        decoded = yield from self._messages([text for _, text in new])
+        if decoded is None:  # as above
+            rows, blobs = yield from _blobs.again(self._blob_sql, self._sql.read, params, 3)
+            new = [(seq, text) for _, seq, text in rows if seq is not None]
+            decoded = _blobs.decoded([text for _, text in new], blobs, store=self.store)
         generation = rows[0][0] if rows else None
         if generation != cache.generation:  # a first read, or cleared since
             cache.reset(generation)
-        new = [(seq, text) for _, seq, text in rows if seq is not None]
         if new:
-            decoded = [decode_message(text, store=self.store) for _, text in new]
             cache.extend(decoded, new[-1][0])
         return cache.view(limit)
 
     def clear(self) -> Flow[None]:
-        for statement in self._sql.clear:
-            yield Query(statement, {"sid": self.id})
+        """Delete the history (with the blobs no other message names) and the meta."""
+        params = {"sid": self.id}
+        yield Query(self._sql.clear[0], params)  # the session's row first: see _sql
+        yield from _blobs.unlink(self._blob_sql, self._blob_sql.clear, params)  # and messages
+        yield Query(self._sql.clear[2], params)
         self._cache.reset()
 
     def replace(self, messages: Sequence[Message]) -> Flow[None]:
@@ -245,18 +286,18 @@ class PostgresCore(FlowCore[Query]):
 
     def fork(self, target: str, upto: str | None) -> Flow[None]:
         """Copy this history (through message ``upto``) and meta into session ``target``."""
-        return _edits.fork(self._sql, self.id, target, upto, store=self.store)
+        return _edits.fork(self._sql, self._blob_sql, self.id, target, upto, store=self.store)
 
     def undo(self) -> Flow[tuple[Message, ...]]:
         """Remove the last turn; what was removed."""
-        removed = yield from _edits.undo(self._sql, self.id, store=self.store)
+        removed = yield from _edits.undo(self._sql, self._blob_sql, self.id, store=self.store)
         if removed:
             self._cache.reset()  # the session's generation changed: the next read starts over
         return removed
 
     def page(self, start: int, limit: int) -> Flow[Page]:
         """Messages ``start`` to ``start + limit`` in one statement; caches nothing."""
-        return _pages.page(self._sql, self.id, start, limit, store=self.store)
+        return _pages.page(self._sql, self._blob_sql, self.id, start, limit, store=self.store)
 
     def info(self) -> Flow[SessionInfo]:
         return _catalog.info(self._table, self.id)
@@ -338,12 +379,11 @@ def translate(
     return StoreError(f"PostgreSQL failed: {text}", store=store)
 
 
-def _batch(messages: Sequence[Message], follows: str | None = None) -> dict[str, Any]:
+def _batch(records: list[str], follows: str | None = None) -> dict[str, Any]:
     """An append's records as its statement takes them: one alone, more as an array (and
     always, with the id the append must follow: ``''`` for none, passed as NULL)."""
     if follows is not None:
-        records = [encode_message(m) for m in messages]
         return {"records": records, "follows": follows or None}
-    if len(messages) == 1:
-        return {"record": encode_message(messages[0])}
-    return {"records": [encode_message(m) for m in messages]}
+    if len(records) == 1:
+        return {"record": records[0]}
+    return {"records": records}

@@ -69,7 +69,7 @@ def drive(
             if not (alone or began):
                 transaction.enter_context(conn.transaction())
                 began = True
-            cursor.execute(step.statement, step.params)
+            cursor.execute(step.statement, step.params, binary=step.binary)
             rows = cursor.fetchall() if cursor.rownumber is not None else []
             if step.commits and began:
                 began = False
@@ -101,7 +101,7 @@ async def adrive(
             if not (alone or began):
                 await transaction.enter_async_context(conn.transaction())
                 began = True
-            await cursor.execute(step.statement, step.params)
+            await cursor.execute(step.statement, step.params, binary=step.binary)
             rows = await cursor.fetchall() if cursor.rownumber is not None else []
             if step.commits and began:
                 began = False

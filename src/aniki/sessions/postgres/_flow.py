@@ -29,6 +29,9 @@ class Query:
     """The statement needs no transaction shared with the flow's others: on an autocommit
     connection it runs as its own (one round trip instead of three). A flow whose first
     statement is alone yields only such statements."""
+    binary: bool = False
+    """Its rows come back in PostgreSQL's binary format: ``bytea`` as its bytes, not twice as
+    many hex digits to decode (how blobs are read)."""
     commits: bool = False
     """The flow's transaction commits once this statement has run, and its next statements
     run in a new one (whose deadline starts afresh): how a prune works in short

@@ -4,7 +4,8 @@ The total is the session row's ``message_count`` (every write keeps it equal to 
 rows, in the same transaction). The page is read over the ``(session_id, seq)`` index with
 ``OFFSET``, from whichever end is nearer: the last page costs as little as the first, the
 middle one of a long history a walk over half its index. (``seq`` values are shared by every
-session of the table, so a session's are not contiguous and cannot be computed.)
+session of the table, so a session's are not contiguous and cannot be computed.) The blobs
+the page's records name are read next, as a read of the history reads them (see ``_blobs``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import functools
 
 from ...messages import Message
+from .._blobs import MARK
 from .._codec import decode_message
 from .._pages import Page, span
+from ._blobs import Blobs, again, decoded, load
 from ._flow import Flow, Query
 from ._sql import Statements
 
@@ -51,16 +54,25 @@ def _statement(messages: str, sessions: str) -> bytes:
 
 
 def page(
-    statements: Statements, session_id: str, start: int, limit: int, *, store: str
+    statements: Statements, blobs: Blobs, session_id: str, start: int, limit: int, *, store: str
 ) -> Flow[Page]:
-    """Messages ``start`` to ``start + limit`` (see :func:`~aniki.sessions._pages.read_page`)."""
+    """Messages ``start`` to ``start + limit`` (see :func:`~aniki.sessions._pages.read_page`),
+    with the blobs they name (read in one more statement when one does)."""
     names = statements.regclass_names
     low, high = span(start, limit)
     params = {"sid": session_id, "low": low, "high": high}
-    rows = yield Query(_statement(names["messages"], names["sessions"]), params, alone=True)
+    statement = _statement(names["messages"], names["sessions"])
+    rows = yield Query(statement, params, alone=True)
+    texts = [text for _, _, seq, text in rows if seq is not None]
+    messages: list[Message] | None
+    if not any(MARK in text for text in texts):  # text only: no blob to read
+        messages = [decode_message(text, store=store) for text in texts]
+    else:
+        messages = yield from load(blobs, texts, store=store)
+    if messages is None:  # a blob went between the two statements: both again, at once
+        rows, found = yield from again(blobs, statement, params, 4)
+        texts = [text for _, _, seq, text in rows if seq is not None]
+        messages = decoded(texts, found, store=store)
     if not rows:
         return Page(0, 0, ())
-    messages: tuple[Message, ...] = tuple(
-        decode_message(text, store=store) for _, _, seq, text in rows if seq is not None
-    )
-    return Page(int(rows[0][0]), int(rows[0][1]), messages)
+    return Page(int(rows[0][0]), int(rows[0][1]), tuple(messages))

@@ -8,6 +8,10 @@ missing it makes what is absent (every statement is ``IF NOT EXISTS``) and stamp
 table with :data:`~aniki.sessions._codec.SCHEMA_VERSION`. A schema table stamped with a newer
 version is refused, and nothing is changed.
 
+A store written before attachments were kept apart (its messages hold their bytes inline, as
+base64) gains the two blob tables the same way, and reads as it did: such a record decodes
+unchanged, and only messages written from then on keep their bytes apart.
+
 The sessions table of the layout before conversations had info (title, owner, tags,
 ``created_at``) gains those columns with ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``; in the
 same transaction each existing session's ``created_at`` and message count are taken from its
@@ -49,7 +53,8 @@ class Schema:
 _FIND = (
     "SELECT to_regclass(%(schema)s), to_regclass(%(messages)s), to_regclass(%(sessions)s),"
     " to_regclass(%(meta)s), to_regclass(%(by_time)s), to_regclass(%(by_owner)s),"
-    " to_regclass(%(by_tag)s)"
+    " to_regclass(%(by_tag)s), to_regclass(%(blobs)s), to_regclass(%(blob_refs)s),"
+    " to_regclass(%(refs_by_hash)s)"
 )
 
 _TABLES = (
@@ -69,6 +74,14 @@ _TABLES = (
     "CREATE TABLE IF NOT EXISTS {meta} ("
     " session_id text NOT NULL, key text NOT NULL, value text NOT NULL,"
     " PRIMARY KEY (session_id, key))",
+    # Attachments apart from their messages (see _blobs): the bytes once per content, and a
+    # link per message and blob it names, found by session (removals) and by hash (whether
+    # another message still names a blob).
+    "CREATE TABLE IF NOT EXISTS {blobs} (hash text PRIMARY KEY, data bytea NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS {blob_refs} ("
+    " session_id text NOT NULL, seq bigint NOT NULL, hash text NOT NULL,"
+    " PRIMARY KEY (session_id, seq, hash))",
+    "CREATE INDEX IF NOT EXISTS {refs_by_hash} ON {blob_refs} (hash)",
 )
 
 # Ids sort by code point ("C"), as the listing rule (aniki.sessions._catalog.select) does.

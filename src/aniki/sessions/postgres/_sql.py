@@ -8,7 +8,10 @@ The tables, for ``table="aniki_messages"`` (names are quoted, so used exactly as
                              tags (text[]); a row from the session's first write (an
                              append, set_info, a fork into it) until a clear, prune or delete
     aniki_messages_meta      session_id, key, value (JSON text): derived state
-    aniki_messages_schema    version: the layout version of the four tables
+    aniki_messages_blobs     hash (SHA-256 of the bytes, hex), data (bytea): each attachment's
+                             bytes once, named by the messages' records (see ``_blobs``)
+    aniki_messages_blob_refs session_id, seq, hash: one row per message and blob it names
+    aniki_messages_schema    version: the layout version of the tables
 
 The tables and their indexes are made (and an older layout brought up to date) by
 ``_schema``; the statements of info, listing and retention are in ``_catalog``.
@@ -177,12 +180,20 @@ def _after(text: str) -> str:
     return "WITH " + _BEFORE + ", " + _FOLLOWS + rest
 
 
-_SUFFIXES = {"messages": "", "sessions": "_sessions", "meta": "_meta", "schema": "_schema"}
+_SUFFIXES = {
+    "messages": "",
+    "sessions": "_sessions",
+    "meta": "_meta",
+    "schema": "_schema",
+    "blobs": "_blobs",
+    "blob_refs": "_blob_refs",
+}
 _INDEXES = {
     "index": "_by_session",
     "by_time": "_by_time",
     "by_owner": "_by_owner",
     "by_tag": "_by_tag",
+    "refs_by_hash": "_refs_by_hash",
 }
 
 
@@ -210,9 +221,9 @@ def _names(table: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=512)
 def render(table: str, text: str) -> bytes:
-    """``text`` with ``{messages}``, ``{sessions}``, ``{meta}``, ``{schema}`` (and the index
-    names) made ``table``'s quoted names. Rendered once: psycopg then finds each statement
-    in its cache of converted queries."""
+    """``text`` with ``{messages}``, ``{sessions}``, ``{meta}``, ``{schema}``, ``{blobs}``,
+    ``{blob_refs}`` (and the index names) made ``table``'s quoted names. Rendered once:
+    psycopg then finds each statement in its cache of converted queries."""
     from psycopg import sql
 
     return sql.SQL(text).format(**_names(table)).as_bytes(None)

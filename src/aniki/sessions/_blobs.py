@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "digest",
     "join",
     "join_all",
+    "named",
     "refs",
     "shown_key",
     "split",
@@ -43,6 +45,7 @@ MARK = '"blob":"'
 """Text that every record naming a blob holds, and that JSON escaping keeps out of any
 other record (a key ``"blob"`` appears only in an attachment reference)."""
 
+_HASH = re.compile(r'"blob":"([0-9a-f]{64})"')
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -174,4 +177,17 @@ def wanted(records: Iterable[str | bytes]) -> list[str]:
     for record in records:
         for key in refs(record):
             found[key] = None
+    return list(found)
+
+
+def named(records: Iterable[object]) -> list[str]:
+    """Every blob hash ``records`` name, each once (what :func:`wanted` finds, without
+    parsing JSON: JSON escaping keeps ``"blob":"`` out of any text but an attachment's
+    reference; a hash that is not 64 hex digits is damage, which joining reports as a
+    missing blob). What is not a ``str`` (a ``NULL`` column) names none."""
+    found: dict[str, None] = {}
+    for record in records:
+        if type(record) is str and MARK in record:
+            for key in _HASH.findall(record):
+                found[key] = None
     return list(found)

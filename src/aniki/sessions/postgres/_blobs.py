@@ -33,14 +33,13 @@ read again in one statement, so as of one snapshot (:func:`again`).
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from ...messages import Message
-from .._blobs import MARK, join, refs, split_batch
+from .._blobs import MARK, join, named, refs, split_batch
 from .._codec import decode_message, encode_message
 from ._flow import Flow, Query
 from ._sql import render
@@ -54,7 +53,6 @@ __all__ = [
     "decoded",
     "held",
     "load",
-    "named",
     "put",
     "records_of",
     "unlink",
@@ -62,8 +60,6 @@ __all__ = [
 
 NO_BLOBS: Mapping[str, bytes] = MappingProxyType({})
 """The blobs of records that name none."""
-
-_HASH = re.compile(r'"blob":"([0-9a-f]{64})"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,19 +195,6 @@ def copy_links(q: Blobs, source: str, target: str, last: int) -> Flow[None]:
     """Link a fork's copies (``source``'s messages up to seq ``last``, just copied into
     ``target``) to the blobs their originals name."""
     yield Query(q.copy, {"sid": source, "new": target, "last": last})
-
-
-def named(texts: Iterable[object]) -> list[str]:
-    """Every blob hash ``texts`` name, each once (what :func:`~aniki.sessions._blobs.wanted`
-    finds, without parsing JSON: JSON escaping keeps ``"blob":"`` out of any text but an
-    attachment's reference; a hash that is not 64 hex digits is damage, which joining
-    reports as a missing blob)."""
-    found: dict[str, None] = {}
-    for text in texts:
-        if type(text) is str and MARK in text:
-            for key in _HASH.findall(text):
-                found[key] = None
-    return list(found)
 
 
 def decoded(texts: Sequence[str], blobs: Mapping[str, bytes], *, store: str) -> list[Message]:

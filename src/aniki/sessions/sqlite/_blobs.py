@@ -20,14 +20,13 @@ reference) are looked at further: a read of text costs one substring test per ro
 
 from __future__ import annotations
 
-import re
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 from ...messages import Message
-from .._blobs import MARK, refs, split_batch
+from .._blobs import named, refs, split_batch
 from .._codec import encode_message
 from ._sql import APPEND, BLOCK, appended
 
@@ -36,7 +35,6 @@ __all__ = [
     "append_records",
     "copy_links",
     "fetch",
-    "named",
     "records_of",
     "unlink",
     "with_blobs",
@@ -56,7 +54,6 @@ _COPY = (
     "INSERT OR IGNORE INTO aniki_blob_refs (key, hash) SELECT key + ?, hash"
     " FROM aniki_blob_refs WHERE key >= ? AND key <= ?"
 )
-_HASH = re.compile(r'"blob":"([0-9a-f]{64})"')
 _CHUNK = 500  # hashes per query: under SQLite's smallest limit on parameters (999)
 
 NO_BLOBS: Mapping[str, bytes] = MappingProxyType({})
@@ -120,19 +117,6 @@ def fetch(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
             if type(key) is str and type(data) is bytes:
                 found[key] = data
     return found
-
-
-def named(records: Iterable[object]) -> list[str]:
-    """Every blob hash ``records`` name, each once (what :func:`~aniki.sessions._blobs.wanted`
-    finds, without parsing JSON: JSON escaping keeps ``"blob":"`` out of any text but an
-    attachment's reference; a hash that is not 64 hex digits is damage, which joining
-    reports as a missing blob)."""
-    found: dict[str, None] = {}
-    for record in records:
-        if type(record) is str and MARK in record:
-            for key in _HASH.findall(record):
-                found[key] = None
-    return list(found)
 
 
 def with_blobs(

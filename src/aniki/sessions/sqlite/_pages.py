@@ -15,10 +15,10 @@ from __future__ import annotations
 import sqlite3
 
 from ...errors import CorruptStoreError
-from .._blobs import join_all
+from .._blobs import join_all, named
 from .._codec import decode_message
 from .._pages import Page, window
-from ._blobs import fetch, named
+from ._blobs import fetch
 from ._db import Database
 from ._sql import BLOCK
 

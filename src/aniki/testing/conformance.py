@@ -43,25 +43,18 @@ Switches (class attributes) for stores that do less than the built-in ones:
   owner=..., tags=...)``; override ``store_factory()`` to return the ``open_store(...)``
   store over the same data, and the listing, prune and delete checks run too.
 
-What is checked: round trips of every message shape (unicode, emoji, NUL characters,
-1 MB content, tool calls whose arguments are not valid JSON, tool messages); snapshots;
-invalid messages refused with :class:`~aniki.ValidationError` storing nothing; atomic
-batches; ``limit``; ``clear``; isolation between ids; sharing between instances of one
-id, including appends and clears made by another instance after this one has read (so a
-cache of the history must notice both); a restart; derived-state records; awkward ids
-(stored safely or refused with an :class:`~aniki.AnikiError`); and 4 processes appending
-to one session at once: nothing lost or duplicated, each writer's order kept, each batch
-contiguous, and every reader's view only ever growing. With the switches above on: ids
-unique and times current, kept with the model and usage through another instance; ``fork``
-(whole, ``upto`` a message, meta copied except summary claims, refusals); ``undo`` (the
-last turn returned and removed, seen by other instances, a batch split where needed);
-info (times and counts kept by writes, changes of one field, bounds refused, cleared with
-the history, kept by undo and fork); ``list_sessions`` (owner, tag, ``updated_after``,
-newest first, pages by ``cursor``, bad queries refused); ``prune`` and ``delete_sessions``
-(whole sessions, meta included, others untouched).
-
-Every id a check uses is unique to that test run, and each is cleared afterwards, so the
-suite can run against a shared server.
+What is checked: round trips of every message shape (unicode, emoji, NUL, 1 MB content,
+tool calls with arguments that are not JSON, tool messages); snapshots; invalid messages
+refused with :class:`~aniki.ValidationError` storing nothing; atomic batches; ``limit``;
+``clear``; isolation between ids; sharing between instances of one id, including appends
+and clears by another instance after this one has read; a restart; derived-state records;
+awkward ids (stored safely or refused with an :class:`~aniki.AnikiError`); 4 processes
+appending to one session at once (nothing lost or duplicated, each writer's order kept,
+each batch contiguous, every reader's view only growing). With the switches on: ids and
+times, kept through another instance; ``fork`` and ``undo``; info kept by writes, undo
+and fork, bounds refused; ``list_sessions`` filters and pages; ``prune`` and
+``delete_sessions`` removing whole sessions. Every id a check uses is unique to the run
+and cleared afterwards, so the suite can run against a shared server.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from ...errors import StoreError
 from .._catalog import PRUNE_BATCH, from_timestamp
 from . import _index
 from ._attachments import named_in, release
-from ._edits import MARK
+from ._edits import MARK, holds_a_line
 from ._format import META_SUFFIX
 from ._io import fsync_directory
 from ._listing import Candidate, candidates, held, named
@@ -120,7 +120,7 @@ def _remove(
             _index.remove(candidate.markers)  # no longer that owner's: stale
             return False
         status = os.fstat(fd)
-        if info is None and not _holds_a_line(fd, start, status.st_size):
+        if info is None and not holds_a_line(fd, start, status.st_size):
             return False  # never written (or cleared): nothing to remove
         if cutoff is not None and _updated(status.st_mtime_ns, info) >= cutoff:
             return False  # written since it was found
@@ -139,13 +139,3 @@ def _updated(modified: int, info: Info | None) -> datetime:
     """When the session was last written, as its info reports it (see ``_info``)."""
     updated = seconds(modified)
     return from_timestamp(updated if info is None else max(updated, info.created))
-
-
-def _holds_a_line(fd: int, start: int, end: int) -> bool:
-    """Whether a complete record line follows the header."""
-    while start < end:
-        chunk = os.pread(fd, min(end - start, 65536), start)
-        if b"\n" in chunk:
-            return True
-        start += len(chunk)
-    return False

@@ -116,6 +116,10 @@ def test_each_removal_drops_the_blobs_only_it_named(tmp_path: Path, removal: str
     else:
         with sqlite3.connect(path) as conn:
             conn.execute("UPDATE aniki_sessions SET updated_at = 0 WHERE id = 's'")
+            conn.execute(
+                "UPDATE aniki_messages SET created_at = 0 WHERE key >> 32 ="
+                " (SELECT number FROM aniki_sessions WHERE id = 's')"
+            )
         assert SQLiteStore(path).prune(older_than=timedelta(days=1)) == 1
     assert _blob_rows(path) == 1  # only OTHER, which "kept" still names
     assert SQLiteSession("kept", path).get_messages()[0].attachments[0].data == OTHER

@@ -27,6 +27,12 @@ def _user(text: str) -> Message:
 def _age(path: Path, days: float, where: str = "1") -> None:
     """Make sessions look last written ``days`` earlier (as if the writes had been then)."""
     with sqlite3.connect(path) as conn:
+        # A session's updated_at is its row's or its last message's, whichever is later.
+        conn.execute(
+            "UPDATE aniki_messages SET created_at = created_at - ? WHERE key >> 32 IN"
+            f" (SELECT number FROM aniki_sessions WHERE updated_at IS NOT NULL AND {where})",
+            (days * _DAY,),
+        )
         conn.execute(
             f"UPDATE aniki_sessions SET updated_at = updated_at - ?, created_at = created_at - ?"
             f" WHERE updated_at IS NOT NULL AND {where}",
@@ -45,7 +51,7 @@ def _rows(path: Path, session_id: str) -> dict[str, int]:
         info = (
             "SELECT count(*) FROM aniki_sessions WHERE number = ? AND (title IS NOT NULL"
             " OR owner IS NOT NULL OR tags != '[]' OR created_at IS NOT NULL"
-            " OR updated_at IS NOT NULL OR message_count != 0)"
+            " OR updated_at IS NOT NULL)"
         )
         queries: dict[str, tuple[str, tuple[object, ...]]] = {
             "messages": (messages, (low, low + (1 << 32))),

@@ -6,7 +6,7 @@ target's block of keys, with their links to the blobs they name, and its meta ro
 :data:`~aniki.sessions._edits.FORK_SKIPPED_META`. An undo deletes the rows from the last user
 message on (and the blobs no other message names) and bumps the session's generation, so
 every instance's cache starts over on its next read (as after a clear). Both keep the
-session's row in step: an undo lowers its message count and moves ``updated_at``; a fork's
+session's row in step: an undo moves ``updated_at``; a fork's
 new session copies the source's title, owner and tags, its times being the fork's. An
 append after a named message (``append_after``, for an encrypted session's chain) checks
 the last row in the same transaction, so it lands after exactly that message or not at all.
@@ -49,13 +49,12 @@ _COPY_TAGS = (
     " WHERE number = ?"
 )
 _FORKED = (
-    "UPDATE aniki_sessions SET title = ?, owner = ?, tags = ?, created_at = ?, updated_at = ?,"
-    " message_count = ? WHERE number = ?"
+    "UPDATE aniki_sessions SET title = ?, owner = ?, tags = ?, created_at = ?, updated_at = ?"
+    " WHERE number = ?"
 )
 _UNDONE = (
     "UPDATE aniki_sessions SET generation = generation + 1, updated_at = ?1,"
-    " created_at = coalesce(created_at, ?1), message_count = max(message_count - ?2, 0)"
-    " WHERE number = ?3"
+    " created_at = coalesce(created_at, ?1) WHERE number = ?2"
 )
 
 
@@ -89,7 +88,7 @@ def fork_rows(db: Database, session_id: str, new_id: str, upto: str | None) -> N
             _COPY_META.format(skipped=skipped), (new_id, session_id, *sorted(FORK_SKIPPED_META))
         )
         now = clock()
-        conn.execute(_FORKED, (*labels, now, now, len(rows), number))
+        conn.execute(_FORKED, (*labels, now, now, number))
         conn.execute(DROP_TAGS, (number,))
         if source is not None:
             conn.execute(_COPY_TAGS, (number, source))
@@ -110,10 +109,10 @@ def undo_rows(db: Database, session_id: str) -> list[Message]:
             removed.append(message)
             if message.role == "user":
                 unlink(conn, key, low + BLOCK)
-                deleted = conn.execute(
+                conn.execute(
                     "DELETE FROM aniki_messages WHERE key >= ? AND key < ?", (key, low + BLOCK)
-                ).rowcount
-                conn.execute(_UNDONE, (clock(), deleted, number))
+                )
+                conn.execute(_UNDONE, (clock(), number))
                 removed.reverse()
                 return removed
         return []

@@ -1,11 +1,11 @@
-"""A SQLite session's info: its title, owner and tags, its times and its message count, all
-kept in its row of ``aniki_sessions`` (schema version 3, see
-:mod:`~aniki.sessions.sqlite._schema`); its tags are also rows of ``aniki_session_tags``,
-which a listing by tag searches.
+"""A SQLite session's info: its title, owner, tags and times, kept in its row of
+``aniki_sessions`` (schema version 3, see :mod:`~aniki.sessions.sqlite._schema`), with its
+message count and exact ``updated_at`` read from its last message (schema version 5); its
+tags are also rows of ``aniki_session_tags``, which a listing by tag searches.
 
 :func:`read_info` reads one session's, :func:`write_info` sets it (one write transaction,
 the tags rows with the row), and :func:`info_of` reads a row of the listing's columns
-(:data:`~._sql.INFO_COLUMNS`) into a :class:`~aniki.sessions.SessionInfo`, treating what
+(:data:`~._sql.INFO`) into a :class:`~aniki.sessions.SessionInfo`, treating what
 cannot be read as damage.
 """
 
@@ -18,11 +18,11 @@ from datetime import datetime
 from .._catalog import KEEP, InfoChange, from_timestamp
 from ..base import SessionInfo
 from ._db import Database
-from ._sql import ADD_TAG, DROP_TAGS, INFO_COLUMNS, REGISTER, SESSION
+from ._sql import ADD_TAG, DROP_TAGS, INFO, REGISTER, SESSION
 
 __all__ = ["info_of", "read_info", "write_info"]
 
-_INFO = f"SELECT {', '.join(INFO_COLUMNS)} FROM aniki_sessions WHERE id = ?"
+_INFO = f"SELECT {INFO} FROM aniki_sessions AS s WHERE s.id = ?"
 
 # Real seconds since 1970 that datetime can show: anything else in a time column is damage.
 _TIMES = (-62135596800.0, 253402300799.0)
@@ -61,7 +61,7 @@ def write_info(db: Database, session_id: str, change: InfoChange, now: float) ->
 
 
 def info_of(db: Database, row: Sequence[object]) -> SessionInfo:
-    """A row of :data:`~._sql.INFO_COLUMNS` as a :class:`~aniki.sessions.SessionInfo`;
+    """A row of :data:`~._sql.INFO` as a :class:`~aniki.sessions.SessionInfo`;
     :class:`~aniki.CorruptStoreError` when a value is not what aniki writes."""
     session_id, count, updated, title, owner, tags, created = row
     if (

@@ -1,15 +1,19 @@
 """Listing a SQLite store's sessions, and removing them (prune, delete by owner).
 
-A listing reads no message: each session's row holds its info, times and message count, and
-the query walks an index newest first (the rule of :func:`aniki.sessions._catalog.select`):
+A listing walks an index newest first (the rule of :func:`aniki.sessions._catalog.select`)
+and reads each session's row and its last message's key and time (two seeks: its count and
+exact ``updated_at``, see :mod:`._sql`), never its history:
 
-- every session: ``aniki_sessions_by_time`` (``updated_at DESC, id``), which holds only the
-  sessions ever written (a cleared one has no ``updated_at``);
-- one owner's: ``aniki_sessions_by_owner`` (``owner, updated_at DESC, id``);
+- every session: ``aniki_sessions_by_second`` (the whole second of ``updated_at``, newest
+  first), which holds only the sessions ever written (a cleared one has no ``updated_at``);
+- one owner's: ``aniki_sessions_by_owner_second`` (``owner``, then the second);
 - one tag's: the tags table's primary key (``tag, number``), then each session by its number,
   the tag's sessions sorted (only they are read).
 
-``updated_after`` and ``cursor`` bound the same index range, ``limit`` stops the walk.
+The index gives the order by second; the sessions written in one second are sorted by their
+exact times, then ids (SQLite sorts the tail of an ORDER BY whose head an index gives, one
+second at a time, so ``limit`` still stops the walk). ``updated_after`` and ``cursor`` bound
+the index by their second and the exact time decides within it.
 
 A prune or a delete empties whole sessions as ``clear()`` does (messages, meta, tags, info;
 the generation bumped, so every instance's cache starts over), at most
@@ -22,25 +26,26 @@ instance may still hold the number, and must never write into a block given to a
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from .._catalog import PRUNE_BATCH, Listing, timestamp
 from ..base import SessionInfo
 from ._db import Database, empty
 from ._info import info_of
-from ._sql import INFO_COLUMNS
+from ._sql import INFO, SECOND, UPDATED
 
 __all__ = ["list_infos", "listing_query", "removal_query", "remove_sessions"]
 
-_COLUMNS = ", ".join(f"s.{column}" for column in INFO_COLUMNS)
 _BY_TAG = (
     # CROSS JOIN keeps the tag's rows as the outer loop: the planner may not walk every
     # session in time order instead, testing each for the tag.
-    f"SELECT {_COLUMNS} FROM aniki_session_tags AS t CROSS JOIN aniki_sessions AS s"
+    f"SELECT {INFO} FROM aniki_session_tags AS t CROSS JOIN aniki_sessions AS s"
     " ON s.number = t.number WHERE t.tag = ? AND s.updated_at IS NOT NULL"
 )
-_ALL = f"SELECT {_COLUMNS} FROM aniki_sessions AS s WHERE s.updated_at IS NOT NULL"
-_CHOSEN = "SELECT number, id, generation FROM aniki_sessions WHERE "
+_ALL = f"SELECT {INFO} FROM aniki_sessions AS s WHERE s.updated_at IS NOT NULL"
+_CHOSEN = "SELECT s.number, s.id, s.generation FROM aniki_sessions AS s WHERE "
+_ORDER = f" ORDER BY {SECOND} DESC, 3 DESC, s.id"  # column 3 of INFO: the exact updated_at
 
 
 def listing_query(listing: Listing) -> tuple[str, list[object]]:
@@ -53,15 +58,17 @@ def listing_query(listing: Listing) -> tuple[str, list[object]]:
         sql += " AND s.owner = ?"
         values.append(listing.owner)
     if listing.updated_after is not None:
-        sql += " AND s.updated_at > ?"
-        values.append(timestamp(listing.updated_after))
+        after = timestamp(listing.updated_after)
+        sql += f" AND {SECOND} >= ? AND {UPDATED} > ?"
+        values += [math.floor(after), after]
     if listing.cursor is not None:
         when, ident = listing.cursor
+        when_at = timestamp(when)
         # Strictly after (when, ident) in (updated_at DESC, id) order; the first term bounds
         # the index range.
-        sql += " AND s.updated_at <= ? AND (s.updated_at < ? OR s.id > ?)"
-        values += [timestamp(when), timestamp(when), ident]
-    sql += " ORDER BY s.updated_at DESC, s.id"
+        sql += f" AND {SECOND} <= ? AND ({UPDATED} < ? OR ({UPDATED} = ? AND s.id > ?))"
+        values += [math.floor(when_at), when_at, when_at, ident]
+    sql += _ORDER
     if listing.limit is not None:
         sql += " LIMIT ?"
         values.append(listing.limit)
@@ -82,11 +89,13 @@ def removal_query(*, cutoff: datetime | None, owner: str | None) -> tuple[str, l
     where: list[str] = []
     values: list[object] = []
     if owner is not None:
-        where.append("owner = ?")
+        where.append("s.owner = ?")
         values.append(owner)
     if cutoff is not None:
-        where.append("updated_at < ?")
-        values.append(timestamp(cutoff))
+        before = timestamp(cutoff)
+        # Never written (no updated_at): not old. The first term lets the index bound it.
+        where.append(f"s.updated_at IS NOT NULL AND {SECOND} <= ? AND {UPDATED} < ?")
+        values += [math.floor(before), before]
     if not where:
         raise ValueError("a removal names a cut-off or an owner")
     return f"{_CHOSEN}{' AND '.join(where)} LIMIT {PRUNE_BATCH}", values

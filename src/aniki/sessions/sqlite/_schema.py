@@ -129,7 +129,33 @@ CREATE TABLE aniki_blob_refs (
 CREATE INDEX aniki_blob_refs_by_hash ON aniki_blob_refs (hash);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+# Version 5: an append writes the session's row only when its second changes. The trigger of
+# version 3 rewrote the row and both of its time indexes on every insert: four pages a
+# commit instead of one, an append at 55 us against 19 us without it. Now:
+# - a session's message count is its last key's position (its keys are contiguous, see
+#   _sql), found by one seek when it is read, and no longer kept in the row;
+# - ``updated_at`` in the row moves when a message lands in a later whole second than the
+#   row's, so the row's second is always the second of the session's last write; the exact
+#   time is the later of the row's and the last message's (_sql.UPDATED), read by one seek;
+# - the time indexes order sessions by that second, and a listing orders each second's few
+#   sessions by their exact times (SQLite sorts the tail of an ORDER BY an index has begun).
+_V5 = """
+DROP TRIGGER aniki_messages_counted;
+DROP INDEX aniki_sessions_by_time;
+DROP INDEX aniki_sessions_by_owner;
+CREATE INDEX aniki_sessions_by_second ON aniki_sessions (CAST(updated_at AS INTEGER) DESC)
+    WHERE updated_at IS NOT NULL;
+CREATE INDEX aniki_sessions_by_owner_second
+    ON aniki_sessions (owner, CAST(updated_at AS INTEGER) DESC) WHERE owner IS NOT NULL;
+CREATE TRIGGER aniki_messages_dated AFTER INSERT ON aniki_messages BEGIN
+    UPDATE aniki_sessions SET created_at = coalesce(created_at, new.created_at),
+        updated_at = new.created_at
+    WHERE number = new.key >> 32
+        AND (updated_at IS NULL OR new.created_at >= CAST(updated_at AS INTEGER) + 1);
+END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 
 _HEADER = b"SQLite format 3\x00"
 

@@ -4,9 +4,10 @@ A session owns the block of message keys ``number * BLOCK + 1`` to ``(number + 1
 1`` (see :mod:`~aniki.sessions.sqlite._schema`): its messages are one contiguous range of the
 table's own B-tree, so a read is a range scan and an append goes to the end of the range.
 
-A session's row also holds its info, times and message count (schema version 3): an insert
-into ``aniki_messages`` keeps them in step by a trigger, in the same statement; the
-statements here that delete messages keep them in step themselves.
+A session's row also holds its info and times (schema version 3): an insert into
+``aniki_messages`` moves ``updated_at`` by a trigger, in the same statement, when the second
+changes (schema version 5). A session's message count and exact ``updated_at`` are read with
+its last message (:data:`COUNT`, :data:`UPDATED`: one seek each).
 """
 
 from __future__ import annotations
@@ -17,17 +18,20 @@ __all__ = [
     "ADD_TAG",
     "APPEND",
     "BLOCK",
+    "COUNT",
     "DELETE_META",
     "DROP_META",
     "DROP_TAGS",
     "EMPTIED",
     "GET_META",
-    "INFO_COLUMNS",
+    "INFO",
     "READ",
     "REGISTER",
     "SESSION",
+    "SECOND",
     "SET_META",
     "TAIL",
+    "UPDATED",
     "appended",
     "clock",
 ]
@@ -66,12 +70,25 @@ DELETE_META = "DELETE FROM aniki_session_meta WHERE session_id = ? AND key = ?"
 # A session emptied (by clear, an import, a prune): a new generation, and no info left.
 EMPTIED = (
     "UPDATE aniki_sessions SET generation = generation + 1, title = NULL, owner = NULL,"
-    " tags = '[]', created_at = NULL, updated_at = NULL, message_count = 0 WHERE number = ?"
+    " tags = '[]', created_at = NULL, updated_at = NULL WHERE number = ?"
 )
 DROP_TAGS = "DELETE FROM aniki_session_tags WHERE number = ?"
 ADD_TAG = "INSERT OR IGNORE INTO aniki_session_tags (tag, number) VALUES (?, ?)"
-INFO_COLUMNS = ("id", "message_count", "updated_at", "title", "owner", "tags", "created_at")
-"""The columns of ``aniki_sessions`` a :class:`~aniki.sessions.SessionInfo` is read from."""
+
+# Of a session's row ``s``: its last message's ``what``, one backward seek in its block.
+_LAST = (
+    "(SELECT m.{what} FROM aniki_messages AS m WHERE m.key > s.number << 32"
+    " AND m.key < (s.number + 1) << 32 ORDER BY m.key DESC LIMIT 1)"
+)
+COUNT = f"coalesce({_LAST.format(what='key')} - (s.number << 32), 0)"
+"""Session ``s``'s message count: its last key's position, its keys being contiguous."""
+UPDATED = f"max(s.updated_at, coalesce({_LAST.format(what='created_at')}, s.updated_at))"
+"""Session ``s``'s exact ``updated_at``: its row's, or its last message's if later (an append
+moves the row only when the second changes)."""
+SECOND = "CAST(s.updated_at AS INTEGER)"
+"""The whole second of session ``s``'s ``updated_at``, which its time indexes hold."""
+INFO = f"s.id, {COUNT}, {UPDATED}, s.title, s.owner, s.tags, s.created_at"
+"""What a :class:`~aniki.sessions.SessionInfo` is read from, of the sessions row ``s``."""
 
 
 def clock() -> float:

@@ -115,12 +115,13 @@ async def test_a_piped_chat_never_leaves_a_task_pending_at_exit(tmp_path: Path) 
     the last reply left running (closing its HTTP response) finishes and the provider's
     client is closed, so no run prints "Task was destroyed but it is pending!". The CPU is
     kept busy, which is when a reply's cleanup is still pending as the last turn ends."""
-    replies = ["Hello there, friend.", "Fine, thanks."] * 20
+    runs = 8  # each a whole process: about 2.5 s on a busy 2-core machine
+    replies = ["Hello there, friend.", "Fine, thanks."] * runs
     busy = await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
     try:
         async with scripted_server(replies) as server:
             base = ["chat", "--session", "s", "--base-url", server.url + "/v1", "--model", "m"]
-            for number in range(20):
+            for number in range(runs):
                 code, out, err = await run(
                     tmp_path / str(number), *base, stdin="hi\nhow are you?\n"
                 )

@@ -246,6 +246,16 @@ class Message:
     def _stored(self, id: str, created_at: datetime) -> Message:
         """This message with the ``id`` and ``created_at`` a store assigned (a copy; no
         checks run again)."""
+        return self._copy(id, created_at, self.context)
+
+    def _reported(self, context: ContextReport) -> Message:
+        """This message keeping ``context``, its call's report (a copy; only that is checked)."""
+        check_call(self.role, self.model, self.usage, context)
+        return self._copy(self.id, self.created_at, context)
+
+    def _copy(
+        self, id: str | None, created_at: datetime | None, context: ContextReport | None
+    ) -> Message:
         message: Any = _new(_Unchecked)
         message.role = self.role
         message.content = self.content
@@ -257,7 +267,7 @@ class Message:
         message.created_at = created_at
         message.model = self.model
         message.usage = self.usage
-        message.context = self.context
+        message.context = context
         message.__class__ = Message
         made: Message = message
         return made
@@ -347,6 +357,8 @@ def _coerce_parts(message: Message, name: str, kind: type[Any], what: str) -> tu
     """``message.<name>`` as a tuple of ``kind`` (mappings converted with ``from_dict``),
     set on the message; a ``ValidationError`` when it is not a sequence of ``what``."""
     given = getattr(message, name)
+    if type(given) is tuple and not given:  # most messages have none of a kind: no checks
+        return ()
     parts: Any = given
     if not isinstance(parts, tuple):
         if not isinstance(parts, list):  # a set or a generator has no order to keep

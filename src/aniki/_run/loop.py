@@ -19,7 +19,6 @@ asks for a call needing approval ends the loop with ``Outcome.held``, which the 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
@@ -299,7 +298,7 @@ def _assistant_message(plan: RunPlan, response: ModelResponse) -> Message:
 def _with_report(assistant: Message, report: ContextReport) -> Message:
     """``assistant`` keeping the report of the call that wrote it, so its store keeps it too."""
     try:
-        return dataclasses.replace(assistant, context=report)
+        return assistant._reported(report)
     except MessageValidationError:  # a custom counter's odd figures (a negative count, say):
         return assistant  # the reply stands without them; the run's result still has them
 

@@ -207,7 +207,7 @@ class Closes(Protocol):
 # --- what a session can do ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per call, and a frozen init costs 3x as much
 class Capabilities:
     """What one session can do: a bound method for each capability it has, else ``None``.
 

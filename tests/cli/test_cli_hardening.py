@@ -5,6 +5,7 @@ demo kept to its own data, and hints that name the command's options."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -540,7 +541,8 @@ async def test_show_and_export_name_each_attachment_and_export_keeps_them(tmp_pa
     SQLiteSession("pics", path=store_path(tmp_path)).add_messages(messages)
     code, out, _ = await run(tmp_path, "sessions", "show", "pics")
     assert code == 0
-    assert "image/png, 20 bytes, dot.png" in out
+    key = hashlib.sha256(png).hexdigest()
+    assert f"image/png, 20 bytes, sha256 {key[:12]}…, dot.png" in out
     assert "1 reasoning block(s) kept" in out
     code, out, _ = await run(tmp_path, "sessions", "export", "pics", "--format", "jsonl")
     assert code == 0

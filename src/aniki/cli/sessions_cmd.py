@@ -15,7 +15,10 @@ from rich.text import Text
 
 from .._secrets import hide_password
 from ..errors import StoreError
-from ..messages import Attachment, Message
+from ..messages import Message
+from ..sessions._blobs import AttachmentRef
+from ..sessions._capabilities import capabilities_of
+from ..sessions._pages import REACH, NamedPage, read_named_page
 from ..tokens import count_tokens
 from ._common import (
     EXIT_FAILED,
@@ -31,9 +34,11 @@ from ._common import (
 )
 from ._imports import parse_export
 from ._stores import (
+    absent,
     fork_session,
     list_filtered,
     list_sessions,
+    open_store_session,
     read_messages,
     replace_messages,
     split_reference,
@@ -122,12 +127,14 @@ def list_command(store: str | None, owner: str | None, tag: str | None, limit: i
 def show_command(session_id: str, store: str | None, with_context: bool) -> None:
     """Print a session's messages.
 
+    Attachments are named (media type, size, hash, name or URL), not read.
+
     SESSION_ID is an id in --store, or URL#ID to name another store.
     """
     url, session_id = session_reference(session_id, store or default_store_url())
-    messages = existing_messages(url, session_id)
-    for message in messages:
-        _print_message(message, with_context=with_context)
+    page = _named_history(url, session_id)
+    for message, parts in zip(page.messages, page.attachments, strict=True):
+        _print_message(message, parts, with_context=with_context)
 
 
 @sessions.command("export")
@@ -297,15 +304,46 @@ def existing_messages(url: str, session_id: str) -> Sequence[Message]:
     """The history of ``session_id``; exits with an error when it holds none."""
     messages = read_messages(url, session_id)
     if not messages:
-        fail(
-            f"no session {session_id!r} in {hide_password(url)}",
-            code=EXIT_FAILED,
-            hint="`aniki sessions list` shows the sessions of a store",
-        )
+        _no_session(url, session_id)
     return messages
 
 
-def _print_message(message: Message, *, with_context: bool = False) -> None:
+def _named_history(url: str, session_id: str) -> NamedPage:
+    """The whole history of ``session_id`` in one read, its attachments named but not read
+    (a history of images costs what its text costs); exits with an error when it holds
+    none."""
+    if absent(url):
+        _no_session(url, session_id)
+    session = open_store_session(url, session_id)
+    try:
+        page = read_named_page(session, 0, REACH)
+    finally:
+        close = capabilities_of(session).close
+        if close is not None:
+            close()
+    if not page.messages:
+        _no_session(url, session_id)
+    return page
+
+
+def _no_session(url: str, session_id: str) -> None:
+    fail(
+        f"no session {session_id!r} in {hide_password(url)}",
+        code=EXIT_FAILED,
+        hint="`aniki sessions list` shows the sessions of a store",
+    )
+
+
+def _print_message(
+    message: Message,
+    attachments: Sequence[AttachmentRef] | None = None,
+    *,
+    with_context: bool = False,
+) -> None:
+    """Print ``message``; ``attachments`` names its attachments when they were read apart
+    (else they are named from the message's own)."""
+    if attachments is None:
+        attachments = [AttachmentRef.of(part) for part in message.attachments]
     colors = {"system": "magenta", "user": "cyan", "assistant": "green", "tool": "yellow"}
     label = f"[bold {colors[message.role]}]{message.role}[/]"
     if message.tool_call_id:
@@ -322,8 +360,8 @@ def _print_message(message: Message, *, with_context: bool = False) -> None:
         console.print(plain(message.content), markup=False)
     for call in message.tool_calls:
         console.print(f"  → {text(call.name)}({text(call.arguments)}) [dim]{text(call.id)}[/]")
-    for part in message.attachments:
-        console.print(f"  [dim]📎 {text(_described(part))}[/]")
+    for ref in attachments:
+        console.print(f"  [dim]📎 {text(ref.line())}[/]")
     if message.reasoning:
         console.print(f"  [dim]({len(message.reasoning)} reasoning block(s) kept)[/]")
     if with_context and message.context is not None:
@@ -332,12 +370,6 @@ def _print_message(message: Message, *, with_context: bool = False) -> None:
             sent = f"{message.model}: {sent}"
         console.print(f"  [dim]context: {text(plain(sent, lines=False))}[/]")
     console.print()
-
-
-def _described(part: Attachment) -> str:
-    """An attachment in one line: its type, its size or URL, and its name."""
-    where = f"{len(part.data):,} bytes" if part.data is not None else f"at {part.url}"
-    return f"{part.media_type}, {where}" + (f", {part.name}" if part.name else "")
 
 
 def render(session_id: str, messages: Sequence[Message], fmt: str) -> str:
@@ -364,5 +396,5 @@ def render(session_id: str, messages: Sequence[Message], fmt: str) -> str:
         for call in message.tool_calls:
             parts.append(f"- tool call `{call.name}` `{call.id}`: `{call.arguments}`\n")
         for part in message.attachments:
-            parts.append(f"- attachment: {_described(part)}\n")
+            parts.append(f"- attachment: {AttachmentRef.of(part).line()}\n")
     return "\n".join(parts)

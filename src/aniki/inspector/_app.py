@@ -30,11 +30,11 @@ from starlette.routing import Route
 from .. import __version__
 from .._secrets import hide_password
 from ..errors import AnikiError
-from ..sessions._pages import Page
+from ..sessions._pages import NamedPage, Page
 from ._chart import chart
 from ._data import StoreReader
 from ._headers import SecurityHeaders
-from ._views import INLINE_IMAGES, message_view, report_line, shown, usage_line
+from ._views import INLINE_IMAGES, message_view, page_views, report_line, shown, usage_line
 
 __all__ = ["create_app"]
 
@@ -112,9 +112,13 @@ class _Inspector:
             raise HTTPException(503, "the store is not open (the inspector is stopping)")
         return await anyio.to_thread.run_sync(call, reader, limiter=self.limiter)
 
-    async def _page_of(self, session_id: str, start: int, limit: int) -> Page:
-        """:meth:`StoreReader.page` on the store's worker thread."""
+    async def _page_of(self, session_id: str, start: int, limit: int) -> NamedPage:
+        """:meth:`StoreReader.page` on the store's worker thread (attachments named only)."""
         return await self._read(lambda reader: reader.page(session_id, start, limit))
+
+    async def _loaded_of(self, session_id: str, start: int, limit: int) -> Page:
+        """:meth:`StoreReader.loaded` (attachment bytes and all) on the store's worker thread."""
+        return await self._read(lambda reader: reader.loaded(session_id, start, limit))
 
     def _page(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = self.templates.get_template(name).render(**values)
@@ -157,14 +161,13 @@ class _Inspector:
             return self._past_end(session_id, f"message #{target}", page.total, size)
         if not page.messages:
             return self._past_end(session_id, f"messages from #{first} on", page.total, size)
-        views = [message_view(page.start + n, m) for n, m in enumerate(page.messages)]
         return self._page(
             "conversation.html",
             title=session_id,
             session_id=session_id,
             page=page,
             size=size,
-            views=views,
+            views=page_views(page),
             highlight=_number(request, "at", -1),
             pages=_pager(page.start, size, page.total),
         )
@@ -183,7 +186,6 @@ class _Inspector:
         first = max(view.window_start, _number(request, "start", view.window_start))
         limit = max(0, min(size, index - first))
         page = await self._page_of(session_id, first, limit)
-        views = [message_view(page.start + n, m) for n, m in enumerate(page.messages)]
         return self._page(
             "call.html",
             title=f"{session_id} #{index}",
@@ -191,7 +193,7 @@ class _Inspector:
             call=view,
             reply=message_view(index, view.message),
             report=report_line(view.report),
-            views=views,
+            views=page_views(page),
             pages=_pager(page.start - view.window_start, size, index - view.window_start),
             window_start=view.window_start,
         )
@@ -225,7 +227,7 @@ class _Inspector:
             found, more = await self._read(
                 lambda reader: reader.search(session_id, query, SEARCH_HITS)
             )
-            hits = [message_view(index, message) for index, message in found]
+            hits = [message_view(*hit) for hit in found]
         return self._page(
             "search.html",
             title=f"{session_id}: search",
@@ -272,7 +274,7 @@ class _Inspector:
             yield json.dumps(head, ensure_ascii=False)[:-1] + ', "messages": [\n'
         start, count = 0, 0
         while True:
-            page = await self._page_of(session_id, start, 1000)
+            page = await self._loaded_of(session_id, start, 1000)
             lines = []
             for message in page.messages:
                 text = json.dumps(message.to_dict(), ensure_ascii=False)
@@ -292,7 +294,7 @@ class _Inspector:
     async def attachment(self, request: Request) -> Response:
         session_id = _session_id(request)
         index, number = _number(request, "index", 0), _number(request, "part", 0)
-        page = await self._page_of(session_id, index, 1)
+        page = await self._loaded_of(session_id, index, 1)
         parts = page.messages[0].attachments if page.messages else ()
         if number >= len(parts) or parts[number].data is None:
             raise HTTPException(404, f"message #{index} has no stored attachment {number}")

@@ -3,22 +3,27 @@
 Everything here only reads. All store access goes through one :class:`StoreReader`, whose
 methods run on one worker thread (see :mod:`aniki.inspector._app`), so a store object is
 never used by two threads at once.
+
+Pages that are shown name their attachments without loading their bytes
+(:func:`~aniki.sessions._pages.read_named_page`); only an export and an attachment's own
+download read the bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .._run.journal import KEY, RunInfo, runs_in
 from .._secrets import hide_password
 from ..errors import UserError
 from ..messages import Message
 from ..reports import ContextReport
+from ..sessions._blobs import AttachmentRef
 from ..sessions._capabilities import capabilities_of
-from ..sessions._pages import Page, read_page
+from ..sessions._pages import NamedPage, Page, read_named_page, read_page
 from ..sessions.base import SessionInfo
 
 __all__ = [
@@ -30,6 +35,11 @@ __all__ = [
 
 _SCAN_PAGE = 2000
 """Messages read at a time when a whole session is scanned (costs, search, export)."""
+
+P = TypeVar("P", bound=Page)
+
+Hit = tuple[int, Message, tuple[AttachmentRef, ...]]
+"""A message found by a search: its index, the message, what names its attachments."""
 
 
 @dataclass(slots=True)
@@ -155,8 +165,13 @@ class StoreReader:
         infos: list[SessionInfo] = self._store.list_sessions()
         return sorted(infos, key=lambda info: info.id)
 
-    def page(self, session_id: str, start: int, limit: int) -> Page:
-        """Messages ``start`` to ``start + limit`` of a session (``start < 0``: from the end)."""
+    def page(self, session_id: str, start: int, limit: int) -> NamedPage:
+        """Messages ``start`` to ``start + limit`` of a session (``start < 0``: from the end),
+        their attachments named, not loaded."""
+        return read_named_page(self._session(session_id), start, limit)
+
+    def loaded(self, session_id: str, start: int, limit: int) -> Page:
+        """:meth:`page` with the attachments' bytes (for an export or a download)."""
         return read_page(self._session(session_id), start, limit)
 
     def call(self, session_id: str, index: int) -> CallView | None:
@@ -188,40 +203,40 @@ class StoreReader:
         costs = self._costs.get(session_id)
         session = self._session(session_id)
         if costs is not None and costs.read:
-            check = read_page(session, costs.read - 1, 1)
+            check = read_named_page(session, costs.read - 1, 1)
             if check.total < costs.read or check.messages[0].id != costs.last_id:
                 costs = None  # cleared, undone or replaced since
         if costs is None:
             costs = Costs()
-        for index, message in _scan(session, costs.read):
-            costs.add(index, message)
-            costs.read, costs.last_id = index + 1, message.id
+        for page in _scan(session, costs.read, read_named_page):
+            for index, message in enumerate(page.messages, start=page.start):
+                costs.add(index, message)
+                costs.read, costs.last_id = index + 1, message.id
         if len(self._costs) > 64:
             self._costs.clear()
         self._costs[session_id] = costs
         return costs
 
-    def search(
-        self, session_id: str, text: str, limit: int
-    ) -> tuple[list[tuple[int, Message]], bool]:
+    def search(self, session_id: str, text: str, limit: int) -> tuple[list[Hit], bool]:
         """The first ``limit`` messages whose text, tool calls or tool results hold ``text``
         (any case), with their indexes, and whether there were more."""
         needle = text.casefold()
-        found: list[tuple[int, Message]] = []
-        for index, message in _scan(self._session(session_id), 0):
-            haystack = message.content + "".join(
-                call.name + call.arguments for call in message.tool_calls
-            )
-            if needle in haystack.casefold():
-                if len(found) == limit:
-                    return found, True
-                found.append((index, message))
+        found: list[Hit] = []
+        for page in _scan(self._session(session_id), 0, read_named_page):
+            for offset, message in enumerate(page.messages):
+                haystack = message.content + "".join(
+                    call.name + call.arguments for call in message.tool_calls
+                )
+                if needle in haystack.casefold():
+                    if len(found) == limit:
+                        return found, True
+                    found.append((page.start + offset, message, page.attachments[offset]))
         return found, False
 
     def export(self, session_id: str) -> Iterator[Message]:
-        """Every message of a session, a page at a time."""
-        for _, message in _scan(self._session(session_id), 0):
-            yield message
+        """Every message of a session, attachments and all, a page at a time."""
+        for page in _scan(self._session(session_id), 0, read_page):
+            yield from page.messages
 
     def runs(self, session_id: str) -> list[RunInfo]:
         """The runs the session's run journal remembers, the newest first."""
@@ -242,12 +257,11 @@ class StoreReader:
         return self._store.session(session_id)
 
 
-def _scan(session: Any, start: int) -> Iterator[tuple[int, Message]]:
-    """``(index, message)`` for the history from ``start`` on, a page at a time."""
+def _scan(session: Any, start: int, read: Callable[[Any, int, int], P]) -> Iterator[P]:
+    """The history from ``start`` on, a page (as ``read`` reads it) at a time."""
     while True:
-        page = read_page(session, start, _SCAN_PAGE)
-        for offset, message in enumerate(page.messages):
-            yield page.start + offset, message
+        page = read(session, start, _SCAN_PAGE)
+        yield page
         start = page.start + len(page.messages)
         if not page.messages or start >= page.total:
             return

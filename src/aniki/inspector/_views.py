@@ -8,15 +8,18 @@ message can neither inject markup nor reorder what the page shows.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from ..cli._common import plain
 from ..messages import Message
 from ..reports import ContextReport
+from ..sessions._blobs import AttachmentRef
+from ..sessions._pages import NamedPage
 from ..usage import Usage
 
-__all__ = ["INLINE_IMAGES", "MessageView", "message_view", "shown"]
+__all__ = ["INLINE_IMAGES", "MessageView", "message_view", "page_views", "shown"]
 
 INLINE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Attachments shown as pictures; every other kind is offered as a download."""
@@ -39,12 +42,14 @@ class CallShown:
 @dataclass(frozen=True, slots=True)
 class AttachmentShown:
     number: int
-    media_type: str
-    name: str | None
-    size: int | None
-    url: str | None
+    line: str
+    """What it is in one line: ``image/png, 200 KB, sha256 1a2b3c4d5e6f…, chart.png``."""
+    sha256: str | None
+    """The whole hash of its bytes (``None`` for an attachment by URL)."""
+    stored: bool
+    """Whether the store holds its bytes (offered as a download, or shown as a picture)."""
     picture: bool
-    """Whether it is shown inline (an inline raster image)."""
+    """Whether it is shown inline (a raster image whose bytes the store holds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +83,20 @@ class MessageView:
     """Whether the content is an ``EncryptedSession`` record (the page has no key)."""
 
 
-def message_view(index: int, message: Message) -> MessageView:
-    """What the page shows of ``message``, the history's message at ``index``."""
+def page_views(page: NamedPage) -> list[MessageView]:
+    """What the page shows of each message of ``page``."""
+    return [
+        message_view(page.start + offset, message, page.attachments[offset])
+        for offset, message in enumerate(page.messages)
+    ]
+
+
+def message_view(
+    index: int, message: Message, attachments: Sequence[AttachmentRef] = ()
+) -> MessageView:
+    """What the page shows of ``message``, the history's message at ``index``, with what
+    names its attachments (read apart from it: see
+    :func:`~aniki.sessions._pages.read_named_page`)."""
     report = message.context
     window = None
     if report is not None and report.sent_messages:
@@ -95,13 +112,12 @@ def message_view(index: int, message: Message) -> MessageView:
         attachments=tuple(
             AttachmentShown(
                 number,
-                part.media_type,
-                part.name,
-                None if part.data is None else len(part.data),
-                part.url,
-                part.data is not None and part.media_type in INLINE_IMAGES,
+                part.line(),
+                part.sha256,
+                part.url is None,
+                part.url is None and part.media_type in INLINE_IMAGES,
             )
-            for number, part in enumerate(message.attachments)
+            for number, part in enumerate(attachments)
         ),
         reasoning=tuple(
             ReasoningShown(

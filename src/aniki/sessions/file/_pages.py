@@ -8,7 +8,8 @@ decoding it; a batch line, an array, is parsed as JSON to count its messages), t
 past what it covers on each read, and built again when the file is another one (replaced by
 an undo, a fork or an import), has another generation (cleared or undone in place) or is
 shorter than what it covers. A page then costs the decoding of its own lines: all of a batch
-line that it touches, one line otherwise.
+line that it touches, one line otherwise; and the blobs they name, unless the page names its
+attachments instead (see :func:`~aniki.sessions._pages.read_named_page`).
 """
 
 from __future__ import annotations
@@ -17,19 +18,23 @@ import json
 import os
 from array import array
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from itertools import accumulate
-from typing import cast
+from typing import TypeVar, cast
 
 from ...errors import CorruptStoreError
 from ...messages import Message
+from .._blobs import Described, described_data, described_message
 from .._codec import decode_messages
 from .._local_file import identity
-from .._pages import Page, window
+from .._pages import Page, named_page, naming, window
 from ._attachments import NAMES_BLOB
 from ._file import SessionFile
 from ._io import Replaced, same_file
 
 __all__ = ["LineIndex", "read_page"]
+
+T = TypeVar("T")
 
 _CHUNK = 1 << 22
 """Bytes read at a time while the index is built (a longer line is read whole)."""
@@ -129,32 +134,58 @@ def read_page(
         index = LineIndex(key, generation, header_end)
     index.extend(fd, size, file)
     first, stop = window(start, limit, index.total)
+    label = file.label
+    if naming():
+        found = _slice(file, fd, index, first, stop, lambda line: _described(line, label))
+        return named_page(index.total, first, found), index
+    held: dict[str, bytes] = {}  # the blobs read: each once (see _attachments)
+
+    def decode(line: bytes) -> list[Message]:
+        if NAMES_BLOB not in line:
+            return decode_messages(line, store=label)
+        return file.decode(line, held)
+
+    return Page(index.total, first, tuple(_slice(file, fd, index, first, stop, decode))), index
+
+
+def _slice(
+    file: SessionFile,
+    fd: int,
+    index: LineIndex,
+    first: int,
+    stop: int,
+    decode: Callable[[bytes], Sequence[T]],
+) -> list[T]:
+    """Messages ``first`` to ``stop`` (within the index) as ``decode`` makes them of each
+    line, decoding only the lines holding them."""
     if first == stop:
-        return Page(index.total, first, ()), index
-    return Page(index.total, first, _messages(file, fd, index, first, stop)), index
-
-
-def _messages(
-    file: SessionFile, fd: int, index: LineIndex, first: int, stop: int
-) -> tuple[Message, ...]:
-    """Messages ``first`` to ``stop`` (within the index), decoding only the lines holding them."""
+        return []
     low = bisect_right(index.firsts, first) - 1
     high = bisect_right(index.firsts, stop - 1)  # the line after the last one needed
     end = index.starts[high] if high < len(index.starts) else index.end
     data = os.pread(fd, end - index.starts[low], index.starts[low])
-    decoded: list[Message] = []
-    held: dict[str, bytes] = {}  # the blobs read: each once (see _attachments)
+    decoded: list[T] = []
     for number, line in enumerate(data.split(b"\n")[:-1], start=low):
         try:
-            decoded.extend(
-                decode_messages(line, store=file.label)
-                if NAMES_BLOB not in line
-                else file.decode(line, held)
-            )
+            decoded.extend(decode(line))
         except CorruptStoreError as exc:
             raise _damaged(file, fd, number, index.starts[number], exc) from exc
     skip = first - index.firsts[low]
-    return tuple(decoded[skip : skip + stop - first])
+    return decoded[skip : skip + stop - first]
+
+
+def _described(line: bytes, store: str) -> list[Described]:
+    """The messages of a record line without their attachments, each with what names them;
+    no blob is read."""
+    if NAMES_BLOB not in line:
+        return [described_message(message) for message in decode_messages(line, store=store)]
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        decode_messages(line, store=store)  # the codec words the error
+        raise
+    items = data if isinstance(data, list) else [data]
+    return [described_data(item, store=store) for item in items]
 
 
 def _damaged(

@@ -5,7 +5,9 @@ rows, in the same transaction). The page is read over the ``(session_id, seq)`` 
 ``OFFSET``, from whichever end is nearer: the last page costs as little as the first, the
 middle one of a long history a walk over half its index. (``seq`` values are shared by every
 session of the table, so a session's are not contiguous and cannot be computed.) The blobs
-the page's records name are read next, as a read of the history reads them (see ``_blobs``).
+the page's records name are read next, as a read of the history reads them (see ``_blobs``);
+a page that names its attachments (see :func:`~aniki.sessions._pages.read_named_page`) reads
+none.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from __future__ import annotations
 import functools
 
 from ...messages import Message
-from .._blobs import MARK
+from .._blobs import MARK, described
 from .._codec import decode_message
-from .._pages import Page, span
+from .._pages import Page, named_page, naming, span
 from ._blobs import Blobs, again, decoded, load
 from ._flow import Flow, Query
 from ._sql import Statements
@@ -64,6 +66,9 @@ def page(
     statement = _statement(names["messages"], names["sessions"])
     rows = yield Query(statement, params, alone=True)
     texts = [text for _, _, seq, text in rows if seq is not None]
+    if naming():
+        named = [described(text, store=store) for text in texts]
+        return named_page(int(rows[0][0]), int(rows[0][1]), named) if rows else named_page(0, 0, ())
     messages: list[Message] | None
     if not any(MARK in text for text in texts):  # text only: no blob to read
         messages = [decode_message(text, store=store) for text in texts]

@@ -3,14 +3,16 @@ range asked for, so the two agree whatever other clients append meanwhile.
 
 The script checks the key types and the schema version as the read scripts do, and writes
 nothing; records decode as ``get_messages()`` decodes them (with the blobs they name, read
-in one more round trip).
+in one more round trip), or, for a page that names its attachments (see
+:func:`~aniki.sessions._pages.read_named_page`), without reading any blob.
 """
 
 from __future__ import annotations
 
 from ...messages import Message
+from .._blobs import described
 from .._codec import SCHEMA_VERSION, decode_message
-from .._pages import Page, span
+from .._pages import Page, named_page, naming, span
 from ._attachments import decoded, fetch, names_blobs
 from ._core import Eval, Flow, RedisCore
 from ._scripts import Script
@@ -43,6 +45,9 @@ def page(core: RedisCore, start: int, limit: int) -> Flow[Page]:
     reply = yield Eval(PAGE, core.keys, (SCHEMA_VERSION, low, high))
     core.check(reply)
     records = reply[3]
+    if naming():
+        found = [described(record, store=core.store) for record in records]
+        return named_page(int(reply[1]), int(reply[2]), found)
     messages: tuple[Message, ...]
     if any(map(names_blobs, records)):
         blobs = yield from fetch(core.prefix, records)

@@ -7,7 +7,8 @@ session's rows (``count(*)``, a walk over the block that decodes nothing: about 
 100,000 messages) and seeks its last key: when the two agree, the keys are contiguous and
 the page is a range of keys, a few B-tree seeks. When they do not (rows deleted by something
 other than aniki), the page is read by position, with ``OFFSET``. The blobs the page's
-messages name are read in the same transaction.
+messages name are read in the same transaction, unless the page names its attachments
+instead (see :func:`~aniki.sessions._pages.read_named_page`): then no blob is read.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import sqlite3
 
 from ...errors import CorruptStoreError
-from .._blobs import join_all, named
+from .._blobs import described, join_all, named
 from .._codec import decode_message
-from .._pages import Page, window
+from .._pages import Page, named_page, naming, window
 from ._blobs import fetch
 from ._db import Database
 from ._sql import BLOCK
@@ -36,6 +37,7 @@ _OFFSET = (
 def read_page(db: Database, session_id: str, start: int, limit: int) -> Page:
     """Messages ``start`` to ``start + limit`` of session ``session_id`` (see
     :func:`~aniki.sessions._pages.read_page`), read in one read transaction."""
+    names_only = naming()
     with db.transaction(write=False) as conn:
         total, first, rows = _rows(db, conn, session_id, start, limit)
         bodies: list[str] = []
@@ -45,11 +47,13 @@ def read_page(db: Database, session_id: str, start: int, limit: int) -> Page:
                     f"the message stored at key {key!r} is {type(body).__name__}, not text"
                 )
             bodies.append(body)
-        keys = named(bodies)
+        keys = [] if names_only else named(bodies)
         blobs = fetch(conn, keys) if keys else {}
     label = db.label
     try:
-        if blobs:
+        if names_only:
+            return named_page(total, first, [described(body, store=label) for body in bodies])
+        if keys:  # joined even when no blob was found: joining names the missing one
             messages = tuple(join_all(bodies, blobs, store=label))
         else:
             messages = tuple(decode_message(body, store=label) for body in bodies)

@@ -347,8 +347,8 @@ class SQLiteSession(Closing):
         rows, blobs = db.read_tail(self._id, limit)
         try:
             return tuple(
-                join(body, blobs, store=label)
-                if blobs and MARK in body
+                join(body, blobs, store=label)  # names a missing blob if one is gone
+                if blobs is not NO_BLOBS and MARK in body
                 else decode_message(body, store=label)
                 for _, body in rows
             )
@@ -365,7 +365,7 @@ class SQLiteSession(Closing):
             return
         own, label = self._own, db.label
         try:
-            if not own and not blobs:  # nothing to look up or join: decode every row
+            if not own and blobs is NO_BLOBS:  # no row names a blob: decode every row
                 decoded = [decode_message(body, store=label) for _, body in rows]
             else:
                 decoded = []
@@ -374,7 +374,7 @@ class SQLiteSession(Closing):
                     if message is None:
                         message = (
                             join(body, blobs, store=label)
-                            if blobs
+                            if blobs is not NO_BLOBS
                             else decode_message(body, store=label)
                         )
                     decoded.append(message)

@@ -22,8 +22,7 @@ from aniki.sessions.redis import RedisSession
 from aniki.sessions.redis import _core as _redis_core
 
 from ..servers import redis_url
-from .test_redis import client, keys_of, prefix
-from .test_redis_catalog import Kit, kit
+from .redis_fixtures import Kit, client, keys_of, kit, prefix
 
 __all__ = ["client", "kit", "prefix"]  # fixtures, used by name
 
@@ -39,10 +38,13 @@ def with_photo(text: str, photo: Attachment = PHOTO) -> Message:
 
 
 def blobs(client: redis_module.Redis, prefix: str) -> dict[str, int]:
-    """Each blob key under ``prefix`` (its hash) with its reference count."""
+    """Each blob key under ``prefix`` (its hash) with its reference count: the records naming
+    it, summed over the sessions (a field ``r:<id>`` each)."""
     start = f"{prefix}blob:"
     return {
-        key.decode()[len(start) :]: int(client.hget(key, "refs") or 0)
+        key.decode()[len(start) :]: sum(
+            int(count) for field, count in client.hgetall(key).items() if field[:2] == b"r:"
+        )
         for key in client.scan_iter(match=start + "*")
     }
 
@@ -143,7 +145,7 @@ def test_undo_clear_replace_and_fork_count_their_references(
     kit.run(child.clear())
     kit.run(session.undo())
     assert blobs(client, prefix) == {}
-    assert client.hget(keys_of(prefix, "s")[1], f"b:{PHOTO_HASH}") is None
+    assert not client.exists(f"{prefix}{{s}}:blobs")  # the ledger goes with the last blob
 
 
 def test_a_resent_append_counts_its_blob_once(prefix: str, client: redis_module.Redis) -> None:

@@ -10,9 +10,7 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 import redis as redis_module
@@ -21,78 +19,16 @@ from aniki import CorruptStoreError, Message, UserError
 from aniki.sessions import open_store
 from aniki.sessions._catalog import PRUNE_BATCH, Listing, check_listing, select
 from aniki.sessions.base import SessionInfo
-from aniki.sessions.redis import AsyncRedisSession, RedisSession, _catalog_scripts
+from aniki.sessions.redis import RedisSession, _catalog_scripts
 from aniki.sessions.redis import _catalog as _redis_catalog
 from aniki.sessions.redis import _core as _redis_core
 
 from ..servers import redis_url
-from .stores import Opener
-from .test_redis import client, keys_of, prefix
+from .redis_fixtures import Kit, client, keys_of, kit, prefix
 
-__all__ = ["client", "prefix"]  # fixtures, used by name
+__all__ = ["client", "kit", "prefix"]  # fixtures, used by name
 
 pytestmark = pytest.mark.redis
-
-
-class Kit:
-    """Sessions of one class (sync or async), a store over the same prefix, and the steps
-    every session ran (``steps``)."""
-
-    def __init__(self, cls: type, prefix: str, steps: list[Any]) -> None:
-        self.opener = Opener(cls, url=redis_url(), prefix=prefix)
-        self.store: Any = open_store(redis_url(), prefix=prefix, asynchronous=self.is_async)
-        self.run(self.store.open() if self.is_async else None)
-        self.steps = steps
-
-    @property
-    def is_async(self) -> bool:
-        return self.opener.is_async
-
-    def run(self, value: Any) -> Any:
-        return self.opener.run(value)
-
-    def open(self, session_id: str, **options: Any) -> Any:
-        return self.opener.open(session_id, **options)
-
-    def list(self, **query: Any) -> list[SessionInfo]:
-        found: list[SessionInfo] = self.run(self.store.list_sessions(**query))
-        return found
-
-    def info(self, session: Any) -> SessionInfo:
-        found: SessionInfo = self.run(session.info())
-        return found
-
-    def scripts(self, script: Any) -> int:
-        """How many of the steps ran ``script``."""
-        return sum(1 for step in self.steps if getattr(step, "script", None) is script)
-
-    def close(self) -> None:
-        self.run(self.store.aclose() if self.is_async else self.store.close())
-        self.opener.close()
-
-
-@pytest.fixture(params=[RedisSession, AsyncRedisSession], ids=["sync", "async"])
-def kit(
-    request: pytest.FixtureRequest, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Kit]:
-    cls = request.param
-    steps: list[Any] = []
-    original = cls._execute
-    if cls is AsyncRedisSession:
-
-        async def spy(self: Any, step: Any) -> Any:
-            steps.append(step)
-            return await original(self, step)
-    else:
-
-        def spy(self: Any, step: Any) -> Any:
-            steps.append(step)
-            return original(self, step)
-
-    monkeypatch.setattr(cls, "_execute", spy)
-    made = Kit(cls, prefix, steps)
-    yield made
-    made.close()
 
 
 class Clock:
@@ -191,7 +127,7 @@ def test_an_expired_session_leaves_the_listing_and_every_set(
     assert [info.id for info in kit.list(owner="ann")] == ["kept"]
     assert [info.id for info in kit.list(tag="red")] == ["kept"]
     catalog = f"{prefix}catalog:"
-    for key in ("all", "owner:ann", "tag:red", "tag:blue"):
+    for key in ("all", "owner:ann", "tag:red", "tag:blue", "expiry"):
         assert client.zscore(catalog + key, "short") is None, key
     assert client.hget(catalog + "labels", "short") is None
     assert kit.info(kit.open("short")) == SessionInfo("short", 0, None)

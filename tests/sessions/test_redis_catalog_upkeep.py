@@ -17,8 +17,8 @@ from aniki import Message
 from aniki.sessions.redis import AsyncRedisSession, RedisSession
 
 from ..servers import redis_url
+from .redis_fixtures import client, keys_of, prefix
 from .stores import Opener
-from .test_redis import client, keys_of, prefix
 
 __all__ = ["client", "prefix"]  # fixtures, used by name
 

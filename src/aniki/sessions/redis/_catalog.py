@@ -12,14 +12,23 @@ The keys (beside each session's four, see ``_core``)::
     {prefix}catalog:labels       hash  id -> owner NUL tags, for the sessions that have
                                        either: how to take a session that expired out of
                                        its owner's and tags' sets
+    {prefix}catalog:expiry       zset  the sessions written with a ttl, scored by when
+                                       their keys expire (ms, the server's clock)
     {prefix}catalog:layout       str   set once the sessions of the previous layout are filed
 
 Every write script (append, the fused append and read, the append after a named message,
 undo, clear, replace, fork, set_info) updates the info hash and the sets in the same script
 (``_index_lua``), so they never disagree. A listing reads the set its query names, newest
 first, a page per script, with the infos of that page; a member whose session has expired
-(a ttl) is dropped from every set on the way. A prune or a delete removes, per script, at
-most :data:`~aniki.sessions._catalog.PRUNE_BATCH` sessions, each whole.
+(a ttl) is dropped from every set on the way, and the blobs it named are released. A prune or
+a delete removes, per script, at most :data:`~aniki.sessions._catalog.PRUNE_BATCH` sessions,
+each whole.
+
+A session that expires takes none of that with it: Redis deletes its keys, not its place in
+the sets, nor its ledger of blobs (see ``_blob_lua``), nor the blobs only it named when one of
+them was kept without expiry (another session without a ttl named it once). So a prune or a
+delete first sweeps the ``expiry`` set, a batch of sessions per script: each session due to
+expire by then whose keys are gone is taken out of every set and its blobs are released.
 
 On a Redis Cluster a session's keys and the catalog's lie in different slots, which no
 script may span: there the info hash is kept, and listing, prune and delete are refused.
@@ -44,7 +53,7 @@ from .._catalog import KEEP, PRUNE_BATCH, InfoChange, Keep, Listing
 from .._codec import SCHEMA_VERSION
 from .._flow_store import FlowCore
 from ..base import SessionInfo
-from ._catalog_scripts import BACKFILL, INFO, LIST, NOT_MIGRATED, PRUNE, SET_INFO
+from ._catalog_scripts import BACKFILL, INFO, LIST, NOT_MIGRATED, PRUNE, SET_INFO, SWEEP
 from ._scripts import Script
 from ._steps import Eval, Flow, Pipeline, refusal, text
 
@@ -137,6 +146,7 @@ class CatalogCore(FlowCore[Eval | Pipeline]):
         """Remove the sessions (of ``owner``) last written before ``cutoff`` (all when
         ``None``), a batch per script; how many went."""
         base = self._catalog()
+        yield from self._sweep(base)
         key = base + (b"all" if owner is None else b"owner:" + owner.encode("utf-8"))
         bound, cut = ("+inf", "") if cutoff is None else (f"({cutoff}", str(cutoff))
         removed = 0
@@ -147,6 +157,16 @@ class CatalogCore(FlowCore[Eval | Pipeline]):
             removed += int(reply[1])
             if int(reply[2]) < PRUNE_BATCH:
                 return removed
+
+    def _sweep(self, base: bytes) -> Flow[None]:
+        """Forget the sessions that expired, a batch per script: out of every set, with
+        the blobs only they named. They went by their ttl, so a prune does not count them."""
+        args = (SCHEMA_VERSION, self.prefix, PRUNE_BATCH)
+        while True:
+            reply = yield Eval(SWEEP, (base + b"expiry",), args)
+            self.check(reply)
+            if int(reply[2]) < PRUNE_BATCH:
+                return
 
     def _over_catalog(self, script: Script, key: bytes, args: tuple[str | int, ...]) -> Flow[Any]:
         """Run a listing or prune script over the set ``key``; when the prefix has not been

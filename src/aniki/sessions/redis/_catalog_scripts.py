@@ -1,18 +1,20 @@
 """The Lua scripts of a Redis store's catalog (see ``_catalog``): a session's info, its
-``set_info``, a page of the listing, a batch of a prune, and the one-time back-fill of a
-prefix the previous layout wrote. Each atomic and one round trip, over the prelude of
-``_scripts`` (whose ``_index_lua`` helpers keep the sets in step).
+``set_info``, a page of the listing, a batch of a prune, a batch of the sweep of sessions
+that expired, and the one-time back-fill of a prefix the previous layout wrote. Each atomic
+and one round trip, over the prelude of ``_scripts`` (whose ``_index_lua`` helpers keep the
+sets in step).
 
-The listing, prune and back-fill scripts run over catalog keys (KEYS: the set they read and
-the layout marker) and reach each session's keys by name, built from the prefix (ARGV[2]):
-they serve a single Redis server (on a Redis Cluster the catalog is not kept).
+The listing, prune, sweep and back-fill scripts run over catalog keys (KEYS: the set they read
+and, but for the sweep, the layout marker) and reach each session's keys by name, built from
+the prefix (ARGV[2]): they serve a single Redis server (on a Redis Cluster the catalog is not
+kept).
 """
 
 from __future__ import annotations
 
 from ._scripts import Script
 
-__all__ = ["BACKFILL", "INFO", "LIST", "NOT_MIGRATED", "PRUNE", "SET_INFO"]
+__all__ = ["BACKFILL", "INFO", "LIST", "NOT_MIGRATED", "PRUNE", "SET_INFO", "SWEEP"]
 
 NOT_MIGRATED = -6
 """A listing's or a prune's status when the prefix's layout marker is absent: back-fill first."""
@@ -27,7 +29,8 @@ INFO = Script.of(
 # KEYS: a session's four, and the set of all sessions to keep the catalog. ARGV: version, ttl
 # ms, now (whole microseconds), then for title, owner and tags each an op ('' keep, 's' set,
 # 'd' remove) and a value (tags as a JSON list). A write: updated_at moves, created_at is set
-# on the first, the session is filed under its new owner and tags, and the ttl refreshed.
+# on the first, the session is filed under its new owner and tags, and the ttl refreshed; a
+# session holding no records releases what its ledger still names first (see `lapse`).
 SET_INFO = Script.of(
     """
 local old = redis.call('HMGET', KEYS[2], 'owner', 'tags', 'created_at')
@@ -43,6 +46,7 @@ if catalog then
   file(after, ARGV[3], id_at(1))
   label(id_at(1), owner, tags)
 end
+if blob_base then lapse(id_at(1)) end
 for j, field in ipairs({'title', 'owner', 'tags'}) do
   local op = ARGV[2 + 2 * j]
   if op == 's' then
@@ -61,10 +65,12 @@ return {0}
 )
 
 # Helpers of the scripts over a catalog. `forget` takes a session that is gone (expired) out
-# of every set its labels name and drops the labels; `tagged` says whether a tags list holds
-# a tag; `after` whether id a sorts after id b byte by byte (Python's order of str).
+# of every set its labels name and of the expiry set, drops the labels and releases the blobs
+# it named; `tagged` says whether a tags list holds a tag; `after` whether id a sorts after id
+# b byte by byte (Python's order of str).
 _CATALOG = r"""
 local cat = ARGV[2] .. 'catalog:'
+blob_base = ARGV[2] .. 'blob:'
 local function keys_of(id)
   local base = ARGV[2] .. '{' .. id .. '}:'
   return base .. 'msgs', base .. 'info', base .. 'meta', base .. 'batches'
@@ -80,6 +86,8 @@ local function forget(id)
     redis.call('HDEL', cat .. 'labels', id)
   end
   for _, key in ipairs(sets_of(cat, owner, tags)) do redis.pcall('ZREM', key, id) end
+  redis.pcall('ZREM', cat .. 'expiry', id)
+  lapse(id)
 end
 local function tagged(tags, tag)
   if not tags then return false end
@@ -183,8 +191,9 @@ for _, id in ipairs(ids) do
       redis.pcall('ZREM', key, id)
     end
     redis.call('ZREM', KEYS[1], id)
+    redis.pcall('ZREM', cat .. 'expiry', id)
     redis.pcall('HDEL', cat .. 'labels', id)
-    drop_refs(ARGV[2] .. 'blob:', held(info))
+    release(id)
     redis.call('DEL', msgs, info, meta, batches)
     removed = removed + 1
   end
@@ -193,6 +202,39 @@ return {0, removed, #ids}
 """,
     helpers=_CATALOG,
     refuse="migrated()",
+)
+
+# KEYS: the expiry set. ARGV: version, prefix, batch size. Reads the first `batch size` sessions
+# due to expire by now (the server's clock) and checks each against its keys: one whose info
+# hash and messages are both gone expired, and is forgotten (out of every set, the blobs it
+# named released: a blob another session names stays); one written since is rescored to when
+# its keys expire now; one kept without expiry since leaves the set. Returns {0, sessions
+# forgotten, members read}; each member read leaves the range, so the next batch starts where
+# this one ended. A session written again under its id after it expired has its keys back:
+# it is rescored or leaves the set, never forgotten (its first write released the references
+# of the records that expired, so those it holds now are its own).
+SWEEP = Script.of(
+    """
+local now = server_ms()
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now), 'LIMIT', 0,
+  tonumber(ARGV[3]))
+local forgotten = 0
+for _, id in ipairs(ids) do
+  local msgs, info = keys_of(id)
+  local left = math.max(redis.call('PTTL', info), redis.call('PTTL', msgs))
+  if left == -1 then
+    redis.call('ZREM', KEYS[1], id)
+  elseif left >= 0 then
+    redis.call('ZADD', KEYS[1], string.format('%.0f', now + left), id)
+  else
+    forget(id)
+    forgotten = forgotten + 1
+  end
+end
+return {0, forgotten, #ids}
+""",
+    helpers=_CATALOG,
+    refuse="unusable({KEYS[1]}, 'zset')",
 )
 
 # KEYS: the set of all sessions. ARGV: version, prefix, ids... Files each session the previous

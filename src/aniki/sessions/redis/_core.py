@@ -13,6 +13,11 @@ four hash to one slot and a script may touch them together::
     {prefix}{<id>}:batches  zset   tokens of the last 32 appends and undos, so a resent one
                                    is not applied twice
 
+and, when its records name attachments, a fifth that no ttl expires, so that a sweep can
+release the attachments of a session that expired (``_blob_lua``)::
+
+    {prefix}{<id>}:blobs    set    the hashes of the blobs its records name
+
 The prefix's catalog (sorted sets of its sessions by ``updated_at``: all, per owner, per tag)
 is kept in step by every write script; listing, prune and delete read it (``_catalog``).
 

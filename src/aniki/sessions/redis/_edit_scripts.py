@@ -46,7 +46,8 @@ end
 # there (or returns a refusal, writing nothing): the target's meta is replaced, its batch tokens
 # kept (they guard its resends), its info made anew with the source's labels, created and
 # updated now, and, with the catalog, the target filed under its new labels and counted among
-# the holders of each blob its records name.
+# the holders of each blob its records name (after releasing what the ledger of the target,
+# which holds no records, still names: those of records that expired).
 _FORK_HALVES = """
 local function snapshot(s)
   local last = redis.call('LLEN', KEYS[s]) - 1
@@ -84,6 +85,11 @@ local function fill(t, records, meta, labels)
     refused = unusable(sets, 'zset')
     if refused then return refused end
   end
+  if blob_base then
+    refused = unusable({session_key(id_at(t), 'blobs')}, 'set')
+    if refused then return refused end
+    lapse(id_at(t))
+  end
   redis.call('DEL', KEYS[t + 2])
   if #records == 0 and #meta == 0 and not labels[4] then return nil end
   push(KEYS[t], records)
@@ -101,7 +107,7 @@ local function fill(t, records, meta, labels)
     file(sets, ARGV[3], id_at(t))
     label(id_at(t), labels[2], labels[3])
   end
-  if blob_base then take_refs(blob_base, KEYS[t + 1], named(records), tonumber(ARGV[4])) end
+  if blob_base then take_refs(id_at(t), named(records), tonumber(ARGV[4])) end
   refresh(tonumber(ARGV[4]), t)
   return nil
 end
@@ -189,8 +195,8 @@ local made = created(redis.call('HGET', KEYS[2], 'created_at'), KEYS[1], count, 
 local counts, blobs = {}, {}
 if blob_base then
   counts = named(removed)
-  blobs = blob_data(blob_base, counts)
-  drop_refs(blob_base, counts, KEYS[2])
+  blobs = blob_data(counts)
+  drop_refs(id_at(1), counts)
 end
 if start == 0 then
   redis.call('DEL', KEYS[1])

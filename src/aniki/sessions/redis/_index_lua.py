@@ -7,6 +7,10 @@ it writes in the sets its owner and tags name, scored by its ``updated_at``; a s
 a session's four keys only (on a Redis Cluster, where those sets lie in other slots) keeps the
 info hash alone. Times are whole microseconds since the epoch, as decimal text: a score, an
 ``updated_at`` and a cursor compare exactly.
+
+A write with a ttl also files the session in ``<prefix>catalog:expiry``, scored by when its
+keys expire (milliseconds of the server's clock): where a sweep looks for sessions that
+expired (``_catalog_scripts``). A score there is only where to look: a sweep checks the keys.
 """
 
 from __future__ import annotations
@@ -57,12 +61,22 @@ local function filed(i)
   local sets = sets_of(catalog, info[1], info[2])
   return sets, unusable(sets, 'zset') or unusable({catalog .. 'labels'}, 'hash')
 end
+local function server_ms()
+  local clock = redis.call('TIME')
+  return tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
+local function file_expiry(id, due)
+  -- pcall: the set only tells a sweep where to look, so a key of another type there must
+  -- not fail the write (the sweep reports it)
+  redis.pcall('ZADD', catalog .. 'expiry', string.format('%.0f', due), id)
+end
 local function unindex(i)
   if not catalog then return nil end
   local sets, refused = filed(i)
   if refused then return refused end
   unfile(sets, id_at(i))
   redis.call('HDEL', catalog .. 'labels', id_at(i))
+  redis.pcall('ZREM', catalog .. 'expiry', id_at(i))
   return nil
 end
 local function iso_us(text)
@@ -119,7 +133,9 @@ end
 ``sets_of(cat, owner, tags)`` (the sets a session is filed in), ``unusable(keys, kind)`` (a
 refusal when a key holds another type), ``file``/``unfile`` (add to / remove from sets),
 ``label`` (the labels entry: owner and tags, to unfile a session that expired),
-``filed(i)``/``unindex(i)`` (a session's sets, checked / removed); ``iso_us``, ``record_us``
+``filed(i)``/``unindex(i)`` (a session's sets, checked / removed), ``server_ms()`` (the
+server's clock, in ms) and ``file_expiry(id, due)`` (the session's place in the ``expiry``
+set: when its keys are due to expire); ``iso_us``, ``record_us``
 and ``seconds_us`` (a message's ``created_at``, or the previous layout's ``updated``
 seconds, as microseconds), ``created`` (the ``created_at`` a write keeps: the stored one, else
 the first message's for a session of the previous layout, else now), and ``describe(msgs,

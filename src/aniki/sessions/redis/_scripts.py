@@ -102,7 +102,9 @@ end
 # (an id, or '' for none), the batch goes only after the message with that id (an encrypted
 # session's chain): when another is last, or none, {2} is returned and nothing is written.
 # The info hash gets the new count and times, and the catalog's sets the new score, in step;
-# each blob is stored unless it is already, and counted once more per record naming it.
+# each blob is stored unless it is already, and counted once more per record naming it (see
+# ``_blob_lua``). An append to an empty list first releases the blobs the ledger still names:
+# those of records that expired.
 _APPEND_BATCH = """
 local function records_from(first)
   return first + 1 + 3 * tonumber(ARGV[first])
@@ -135,7 +137,8 @@ local function append(first, after)
   refused = after and follows(after)
   if refused then return refused end
   local sets = catalog and sets_of(catalog, info[4], info[5])
-  refused = (sets and unusable(sets, 'zset')) or (#blobs > 0 and unusable(blobs, 'hash'))
+  refused = (sets and unusable(sets, 'zset')) or (#blobs > 0 and
+    (unusable(blobs, 'hash') or unusable({session_key(id_at(1), 'blobs')}, 'set')))
   if refused then return refused end
   count = redis.pcall('RPUSH', KEYS[1], unpack(ARGV, from, math.min(from + 999, #ARGV)))
   if failed(count) then return refuse(1, count) end
@@ -145,7 +148,10 @@ local function append(first, after)
   redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])
   redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -33)
   local gen = info[2] or ARGV[2]
-  local made = created(info[3], KEYS[1], count - (#ARGV - from + 1), ARGV[3])
+  local before = count - (#ARGV - from + 1)
+  -- An empty list: what the ledger still names belonged to records that expired.
+  if blob_base and before == 0 then release(id_at(1)) end
+  local made = created(info[3], KEYS[1], before, ARGV[3])
   redis.call('HSET', KEYS[2], 'v', ARGV[1], 'updated_at', ARGV[3], 'gen', gen, 'count', count,
     'created_at', made)
   if sets then file(sets, ARGV[3], id_at(1)) end
@@ -155,7 +161,7 @@ local function append(first, after)
       counts[ARGV[j]] = tonumber(ARGV[j + 1])
       data[ARGV[j]] = ARGV[j + 2]
     end
-    take_refs(blob_base, KEYS[2], counts, tonumber(ARGV[5]), data)
+    take_refs(id_at(1), counts, tonumber(ARGV[5]), data)
   end
   refresh(tonumber(ARGV[5]))
   return nil, count, gen, true
@@ -236,7 +242,7 @@ CLEAR = Script.of(
     """
 local refused = unindex(1)
 if refused then return refused end
-if blob_base then drop_refs(blob_base, held(KEYS[2])) end
+if blob_base then release(id_at(1)) end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return {0}
 """,
@@ -249,7 +255,7 @@ REPLACE = Script.of(
     """
 local refused = unindex(1)
 if refused then return refused end
-if blob_base then drop_refs(blob_base, held(KEYS[2])) end
+if blob_base then release(id_at(1)) end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 local failed_append, count, gen = append(6)
 if failed_append then return failed_append end
@@ -265,8 +271,10 @@ GET_META = Script.of(
 )
 
 # Writes the meta `field` ('' as `value` deletes it), then refreshes the ttl (ARGV[2], ms).
+# A session holding no records releases what its ledger still names first (see `lapse`).
 _PUT_META = """
 local function put_meta(field, value)
+  if blob_base then lapse(id_at(1)) end
   if value == '' then
     redis.call('HDEL', KEYS[3], field)
   else

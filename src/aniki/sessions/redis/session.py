@@ -37,7 +37,9 @@ class RedisSession(RedisBase[SyncClient], SyncFlowSession[RedisCore]):
     """A conversation stored in Redis, shared by every instance and process using the same id.
 
     Every write is one atomic Lua script: a batch is stored whole or not at all. With ``ttl``
-    (seconds or a ``timedelta``) the session's keys expire that long after its last write.
+    (seconds or a ``timedelta``) the session's keys expire that long after its last write;
+    the store's ``prune`` and ``delete_sessions`` first sweep the sessions that expired,
+    deleting each attachment no other session names.
     Reading the history again costs only the messages appended since this instance last read.
 
     Example::

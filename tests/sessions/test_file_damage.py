@@ -88,10 +88,10 @@ def _damage(data: bytes, meta: bytes, rng: random.Random) -> tuple[str, bytes, b
 
 def _digest(directory: Path, *, meta_only: bool = False) -> str:
     digest = hashlib.sha256()
-    for path in sorted(directory.iterdir()):
-        if meta_only and not path.name.endswith(".meta.json"):
+    for path in sorted(directory.rglob("*")):  # the index's markers too
+        if path.is_dir() or (meta_only and not path.name.endswith(".meta.json")):
             continue
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

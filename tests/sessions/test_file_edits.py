@@ -42,9 +42,11 @@ def _inode(path: Path) -> int:
 
 
 def _digest(directory: Path) -> dict[str, str]:
+    # Every file, the index's markers too (by their place in the directory).
     return {
-        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(directory.iterdir())
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
     }
 
 
@@ -70,7 +72,7 @@ def test_undo_of_a_turn_that_starts_a_line_cuts_the_file_in_place(tmp_path: Path
     assert after[0] + b"\n" == header("s", 1)  # the generation bumped, as clear() does
     assert session.get_meta("summary") == {"covers": 2}  # derived state kept
     assert FileSession("s", tmp_path).get_meta("summary") == {"covers": 2}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "s.meta.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".index", "s.jsonl", "s.meta.json"]
 
 
 def test_undo_inside_a_batch_writes_a_new_file_with_that_line_shortened(tmp_path: Path) -> None:
@@ -93,7 +95,7 @@ def test_undo_inside_a_batch_writes_a_new_file_with_that_line_shortened(tmp_path
     assert len(after) == 3
     assert os.stat(session.path).st_mode & 0o777 == 0o640  # the mode of the file replaced
     assert session.get_meta("summary") == "kept"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "s.meta.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".index", "s.jsonl", "s.meta.json"]
     # The undoing instance uses the new file, its cache kept.
     session.add_message(_user("f"))
     assert _texts(FileSession("s", tmp_path).get_messages()) == ["first", "a", "b", "f"]
@@ -339,7 +341,7 @@ def test_concurrent_appends_and_undos_lose_nothing_and_duplicate_nothing(
     for number in range(writers):  # each writer's messages still in the order written
         mine = [text for text in _texts(history) if text.startswith(f"{number}.")]
         assert mine == sorted(mine, key=lambda t: (int(t.split(".")[1]), t.split(".")[2]))
-    assert [p.name for p in tmp_path.iterdir()] == ["s.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".index", "s.jsonl"]
 
 
 # --- fork ------------------------------------------------------------------------------------
@@ -361,6 +363,7 @@ def test_fork_copies_the_records_byte_for_byte_and_the_meta_but_the_claim(
     assert FileSession("t", tmp_path).get_meta("summary") == {"covers": 1}
     assert session.get_meta(CLAIM) == {"owner": "x"}  # the source keeps its claim
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".index",
         "s.jsonl",
         "s.meta.json",
         "t.jsonl",
@@ -523,7 +526,7 @@ def test_replace_swaps_the_whole_history_keeps_ids_and_drops_meta(tmp_path: Path
     assert len(_lines(session.path)) == 5  # the header and one line per message
     assert reader.get_messages() == history and session.get_messages() == history
     assert reader.get_meta("summary") is None
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "s.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".index", "elsewhere", "s.jsonl"]
     session._replace([])
     assert FileSession("s", tmp_path).get_messages() == ()
     FileSession("fresh", tmp_path / "new")._replace([_user("x")])

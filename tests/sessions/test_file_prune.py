@@ -65,7 +65,10 @@ def test_prune_removes_in_batches_and_counts(
     monkeypatch.setattr(_prune, "remove_batch", counting)
     assert FileStore(tmp_path).prune(older_than=timedelta(days=30)) == 250
     assert batches == [100, 100, 50]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.jsonl"]  # index folders too
+    # The folders by owner and tag went with their last markers; the index by update time
+    # keeps the fresh session's.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".index", "fresh.jsonl"]
+    assert [p.name for p in (tmp_path / ".index").iterdir()] == ["updated"]
     assert [i.id for i in FileStore(tmp_path).list_sessions()] == ["fresh"]
 
 

@@ -202,7 +202,8 @@ def _grow(path: Path, size: int) -> str:
 
 def _check_edit(directory: Path, operation: str, live: list[FileSession], source: bytes) -> str:
     """Assert the edit is wholly done or wholly absent, and every instance agrees; which."""
-    names = {p.name for p in directory.iterdir() if not p.name.endswith(".tmp")}
+    # .index: the store's listing index (see aniki.sessions.file._timeline)
+    names = {p.name for p in directory.iterdir() if not p.name.endswith(".tmp")} - {".index"}
     assert names <= {"victim.jsonl", "victim.meta.json", "copy.jsonl", "copy.meta.json"}
     victim = FileSession("victim", directory)
     history = _texts(victim.get_messages())

@@ -17,10 +17,10 @@ from psycopg import sql
 
 from aniki import Message, SchemaVersionError, StoreError, StoreUnavailableError, UserError
 from aniki.sessions import open_store
-from aniki.sessions._codec import SCHEMA_VERSION
 from aniki.sessions.postgres import AsyncPostgresSession, PostgresSession
 from aniki.sessions.postgres import _core as _postgres_core
 from aniki.sessions.postgres import _sql as _postgres_sql
+from aniki.sessions.postgres._schema import LAYOUT_VERSION
 from aniki.testing.conformance import SessionConformance, SessionFactory
 
 from ..servers import drop_postgres_tables, postgres_dsn, unique_name
@@ -287,7 +287,7 @@ def test_tables_are_created_once_even_by_many_first_users_at_once(table: str) ->
     assert errors == []
     counted = admin(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)).as_string())
     assert counted == [(6,)]
-    assert admin(f'SELECT version FROM "{table}_schema"') == [(SCHEMA_VERSION,)]
+    assert admin(f'SELECT version FROM "{table}_schema"') == [(LAYOUT_VERSION,)]
 
 
 def test_a_schema_qualified_table_and_a_mixed_case_name_work(store: Opener) -> None:
@@ -342,7 +342,7 @@ def test_an_older_schema_is_upgraded_in_place(
     admin(f'UPDATE "{table}_schema" SET version = 0')
     monkeypatch.setattr(_postgres_core, "_READY", set())
     assert store.read(store.open("s")) == ["kept"]
-    assert admin(f'SELECT version FROM "{table}_schema"') == [(SCHEMA_VERSION,)]
+    assert admin(f'SELECT version FROM "{table}_schema"') == [(LAYOUT_VERSION,)]
 
 
 # --- ids and values -------------------------------------------------------------------

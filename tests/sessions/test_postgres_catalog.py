@@ -15,7 +15,7 @@ import pytest
 from aniki import Message, StoreUnavailableError, UserError
 from aniki.sessions import open_store
 from aniki.sessions._catalog import Listing, check_listing, select
-from aniki.sessions._codec import SCHEMA_VERSION, encode_message
+from aniki.sessions._codec import encode_message
 from aniki.sessions.base import SessionInfo
 from aniki.sessions.postgres import PostgresSession
 from aniki.sessions.postgres import _catalog as _postgres_catalog
@@ -170,7 +170,7 @@ def _old_store(table: str, start: datetime) -> None:
     wrong, to be recounted), "b" with one and meta, "meta only" with meta alone."""
     for statement in _OLD_LAYOUT:
         admin(statement.replace("{t}", table))
-    admin(f'INSERT INTO "{table}_schema" VALUES (1, %s)', SCHEMA_VERSION)
+    admin(f'INSERT INTO "{table}_schema" VALUES (1, 2)')  # the version that layout had
     for sid, contents, first in (("a", ["a1", "a2", "a3"], start), ("b", ["b1"], start + HOUR)):
         for n, content in enumerate(contents):
             admin(

@@ -195,7 +195,7 @@ def test_a_version_1_store_reads_whole_and_is_upgraded_on_its_first_write(
     alpha.add_messages(NEW)
     _close(alpha)
     # The message format's version, or a later one where a store's layout changed since
-    # (SQLite: 4, its sessions' info and attachments apart).
+    # (SQLite: 4, its sessions' info and attachments apart; PostgreSQL: 3, attachments apart).
     assert version() >= SCHEMA_VERSION
     again = open_session("alpha")  # a new instance reads it all from the store
     stored = again.get_messages()

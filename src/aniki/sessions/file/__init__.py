@@ -13,6 +13,8 @@
 - ``_record.py``: the meta file's contents: values, the session's info, a kept count
 - ``_info.py``: ``info``/``set_info``, and a session file as a listing reads it
 - ``_index.py``: the index by owner and by tag (marker files under ``.index/``)
+- ``_timeline.py``: the index by update time (``.index/updated/``), kept by every write
+  that moves a file's time, read by a newest-first page of every session
 - ``_listing.py``: a store's listing: candidates from the index or the directory, read in
   order under each file's lock
 - ``_prune.py``: prune and delete: whole sessions removed, each under its lock, in batches

@@ -69,7 +69,7 @@ from pathlib import Path
 
 from ...messages import Message
 from .._edits import last_turn_start
-from . import _index
+from . import _index, _timeline
 from ._attachments import encode, keep, named, named_in, release
 from ._file import SessionFile
 from ._format import fresh_generation, header
@@ -94,6 +94,7 @@ __all__ = [
     "new_file",
     "put_in_place",
     "replace",
+    "replace_marked",
     "undo",
 ]
 
@@ -165,7 +166,7 @@ def _undo(file: SessionFile, fd: int | None) -> tuple[tuple[Message, ...], Adopt
     try:
         copy_range(fd, 0, line_start, new, 0)
         write_at(new, kept, line_start)
-        put_in_place(file, temp, new, replacing=fd, mark_at=end)
+        replace_marked(file, temp, new, replacing=fd, mark_at=end)
     except BaseException:
         discard(temp, new)
         raise
@@ -191,8 +192,12 @@ def _cut(file: SessionFile, fd: int, generation: int, line_start: int, turn: int
         counted = Kept(held.values, held.info, (turn, line_start))
         write(file.meta_path, generation + 1, counted, durable=full, previous=generation)
         file.counted = line_start
-    os.pwrite(fd, header(file.id, generation + 1), 0)  # first: see clear()
-    os.ftruncate(fd, line_start)
+
+    def cut() -> None:
+        os.pwrite(fd, header(file.id, generation + 1), 0)  # first: see clear()
+        os.ftruncate(fd, line_start)
+
+    _timeline.moving(file.directory, file.stem, fd, cut, marked=True, durable=full)
     file.sync(fd)
 
 
@@ -233,7 +238,7 @@ def _replace(
     temp, new = new_file(file.path)
     try:
         write_at(new, head + body, 0)
-        put_in_place(file, temp, new, replacing=fd, mark_at=end)
+        replace_marked(file, temp, new, replacing=fd, mark_at=end, listed=bool(body))
     except BaseException:
         discard(temp, new)
         raise
@@ -291,6 +296,25 @@ def put_in_place(
     os.replace(temp, file.path)
     if file.durability == "full":
         fsync_directory(file.directory)
+
+
+def replace_marked(
+    file: SessionFile,
+    temp: Path,
+    new: int,
+    *,
+    replacing: int,
+    mark_at: int | None,
+    listed: bool = True,
+) -> None:
+    """:func:`put_in_place`, with the index by update time kept (see ``_timeline``): the new
+    file's time marked before the rename when it is ``listed`` (it holds a record, or
+    info), the old file's marker removed after."""
+    old, written = os.fstat(replacing).st_mtime_ns, os.fstat(new).st_mtime_ns
+    if listed:
+        _timeline.mark(file.directory, file.stem, written, durable=file.durability == "full")
+    put_in_place(file, temp, new, replacing=replacing, mark_at=mark_at)
+    _timeline.unmark(file.directory, file.stem, old, kept=written if listed else None)
 
 
 def discard(temp: Path, new: int) -> None:

@@ -15,6 +15,7 @@ written again by this process until it reads well again or another file is at it
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -31,6 +32,7 @@ from .._fork import count as fork_count
 from .._guard import admit, in_force
 from .._history_cache import HistoryCache
 from .._local_file import DAMAGED, Identity, identity, reason_of
+from . import _timeline
 from ._attachments import NAMES_BLOB, Blobs, decode, keep
 from ._damage import damaged, refused
 from ._format import (
@@ -224,8 +226,10 @@ class SessionFile:
         if len(current) == length and os.pread(fd, length, 0) != current:
             # Written by an older aniki: stamped with this version before anything of it is
             # added (same length, so the records stay where they are). Not write_at, which
-            # cuts the file at the offset when a write fails.
-            os.pwrite(fd, current, 0)
+            # cuts the file at the offset when a write fails. It moves the file's time.
+            full = self.durability == "full"
+            write = functools.partial(os.pwrite, fd, current, 0)
+            _timeline.moving(self.directory, self.stem, fd, write, marked=True, durable=full)
         return head
 
     def damaged(self, fd: int, where: str, exc: CorruptStoreError) -> CorruptStoreError:
@@ -372,10 +376,15 @@ class SessionFile:
             end = end_of_records(fd, start)
             if end == start and (cache.generation, cache.position) != (generation, end):
                 cache.reset(generation, end)  # the session is empty: nothing to miss
+        full = self.durability == "full"
         if blobs:
-            keep(self.directory, self.stem, blobs, durable=self.durability == "full")
+            keep(self.directory, self.stem, blobs, durable=full)
+        # The index by update time (see _timeline): a session holding a record is marked.
+        old = status.st_mtime_ns
+        tick = _timeline.before(self.directory, self.stem, old, marked=end > start, durable=full)
         write_at(fd, payload, end)
         self.sync(fd)
+        _timeline.after(self.directory, self.stem, fd, old, tick, durable=full)
         if generation == cache.generation and end == cache.position:
             cache.extend(batch, end + len(payload))
             if cache.position - self.counted > COUNT_EVERY:  # rarely: see _record
@@ -385,6 +394,6 @@ class SessionFile:
                     generation,
                     len(cache),
                     cache.position,
-                    durable=self.durability == "full",
+                    durable=full,
                     store=self.label,
                 )

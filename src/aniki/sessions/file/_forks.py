@@ -12,7 +12,7 @@ from ...errors import StoreError
 from .._edits import FORK_SKIPPED_META, forked_count, taken
 from . import _index, _meta
 from ._attachments import encode, keep, named_in, release
-from ._edits import Adoption, discard, holds_a_line, line_of, new_file, put_in_place
+from ._edits import Adoption, discard, holds_a_line, line_of, new_file, replace_marked
 from ._file import SessionFile
 from ._format import fresh_generation, header
 from ._io import Replaced, copy_range, load_meta, same_file, write_at
@@ -134,5 +134,5 @@ def _install(
     full = target.durability == "full"
     _index.add(after - before, durable=full)  # before the meta file: see _index
     write(target.meta_path, generation, Kept(held.values, info, held.count), durable=full)
-    put_in_place(target, temp, new, replacing=fd, mark_at=mark_at)
+    replace_marked(target, temp, new, replacing=fd, mark_at=mark_at)  # it has info: listed
     _index.remove(before - after)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Literal
 
@@ -73,7 +74,8 @@ def _make(path: Path) -> None:
         except FileNotFoundError:
             if attempt == _TRIES - 1:
                 raise
-            path.parent.mkdir(parents=True, exist_ok=True)
+            with suppress(FileNotFoundError, FileExistsError):  # removed meanwhile: again
+                path.parent.mkdir(parents=True, exist_ok=True)
 
 
 def remove(paths: Iterable[Path]) -> None:

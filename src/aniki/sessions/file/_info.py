@@ -19,6 +19,7 @@ decoded (and so checked: a damaged one is refused as a read refuses it).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +29,7 @@ from ...errors import CorruptStoreError
 from .._catalog import InfoChange, Keep, from_timestamp
 from .._codec import decode_messages
 from ..base import SessionInfo
-from . import _index
+from . import _index, _timeline
 from ._attachments import NAMES_BLOB, count, first_time
 from ._file import SessionFile
 from ._io import Replaced, same_file
@@ -172,7 +173,11 @@ def set_info(file: SessionFile, change: InfoChange) -> None:
         generation, _ = file.checked_for_write(fd)  # damaged or not ours: refused
         held = load(file.meta_path, generation, store=file.label)  # damaged: refused
         count = counted(file, generation)  # every record read: the count is at hand
-        os.utime(fd)  # now, on the file system's clock, as an append would
+        durable = file.durability == "full"
+        # Now, on the file system's clock, as an append would; marked in the index by time
+        # (the session may not have been listed before).
+        touch = functools.partial(os.utime, fd)
+        _timeline.moving(file.directory, file.stem, fd, touch, marked=False, durable=durable)
         now = seconds(os.fstat(fd).st_mtime_ns)
         old = held.info
         if old is not None:
@@ -184,7 +189,6 @@ def set_info(file: SessionFile, change: InfoChange) -> None:
         new = _applied(old or Info(None, None, (), created), change)
         before = _index.markers(file.directory, file.stem, old)
         after = _index.markers(file.directory, file.stem, new)
-        durable = file.durability == "full"
         _index.add(after - before, durable=durable)
         write(file.meta_path, generation, Kept(held.values, new, count), durable=durable)
         _index.remove(before - after)

@@ -1,13 +1,16 @@
 """A file store's listing (``FileStore.list_sessions``): which session files, read how.
 
 **Which.** A listing by owner or tag takes the sessions marked in that owner's or tag's
-folder of the index (both: those in both; see :mod:`~._index`); any other listing takes
-every ``*.jsonl`` of the session directory. Each candidate is ``stat``-ed for its time, so
-candidates are ordered (newest first) and cut by ``updated_after`` and ``cursor`` before
-any is read; they are then read in that order, each under its shared lock (its header, its
-meta file and the lines past its kept count: :mod:`~._info`), until the page is full. So a
-listing of one owner's 20 sessions reads one folder and those 20 sessions, whatever else
-the directory holds.
+folder of the index (both: those in both; see :mod:`~._index`), each ``stat``-ed for its
+time. A page of every session (a ``limit``, ``cursor`` or ``updated_after``) takes them from
+the index by update time (:mod:`~._timeline`), newest first, ``stat``-ing only those of the
+newest folders; a store without that index yet takes every ``*.jsonl`` of the directory, as
+the listing of every session without a bound does. Candidates are ordered (newest first)
+and cut by ``updated_after`` and ``cursor`` before any is read; they are then read in that
+order, each under its shared lock (its header, its meta file and the lines past its kept
+count: :mod:`~._info`), until the page is full. So a listing of one owner's 20 sessions, or
+of the newest 20, reads a few folders and those 20 sessions, whatever else the directory
+holds.
 
 A marker whose session no longer has that owner or tag, or no longer exists, is left out
 and removed (under that session's lock). A session file that cannot be read is left out and
@@ -18,17 +21,18 @@ said in ``problems`` (or logged), as :meth:`FileStore.list_sessions
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ...errors import CorruptStoreError, StoreError, StoreUnavailableError
 from .._catalog import Listing, from_timestamp, select
 from ..base import SessionInfo
-from . import _index
+from . import _index, _timeline
 from ._format import (
     DATA_SUFFIX,
     HEADER_READ,
@@ -47,6 +51,8 @@ logger = logging.getLogger("aniki")
 _REOPENS = 100
 """Times in a row a session file is opened again when another was put at its path."""
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -58,6 +64,8 @@ class Candidate:
     """Its modification time."""
     markers: tuple[Path, ...] = ()
     """The index markers that named it."""
+    modified: int = 0
+    """Its modification time in nanoseconds (what ``when`` is made from)."""
 
     def path(self, directory: Path) -> Path:
         """Its file, in the session directory ``directory``."""
@@ -122,7 +130,30 @@ def _every(directory: Path, timed: bool) -> Iterator[Candidate]:
 
 
 def _candidate(stem: str, modified: int, markers: tuple[Path, ...]) -> Candidate:
-    return Candidate(stem, from_timestamp(seconds(modified)), markers)
+    return Candidate(stem, from_timestamp(seconds(modified)), markers, modified)
+
+
+def _newest_first(candidate: Candidate) -> tuple[float, str]:
+    return -candidate.when.timestamp(), candidate.stem  # ties: read, then sorted by id
+
+
+def _by_time(directory: Path, listing: Listing, *, durable: bool) -> Iterable[Candidate]:
+    """Every session, newest first, from the index by update time; without that index, from
+    the directory, indexing it on the way (see :mod:`~._timeline`)."""
+    if _timeline.built(directory):
+        since = listing.updated_after
+        after = None if since is None else (since - _EPOCH) // timedelta(microseconds=1) * 1000
+        want = math.inf if listing.limit is None else listing.limit
+        walk = _timeline.newest(directory, want=want, since=after)
+        return (_candidate(stem, modified, ()) for modified, stem in walk)
+    found = list(_every(directory, True))
+    if found:  # an empty or absent directory: nothing to index (and none is made)
+        try:
+            _timeline.build(directory, ((c.stem, c.modified) for c in found), durable=durable)
+        except OSError as exc:  # read only, say: listed from the directory again next time
+            # Not a warning: a read-only store would log one at every listing.
+            logger.debug("aniki: the index by update time was not made: %s", exc)
+    return sorted(found, key=_newest_first)
 
 
 @contextmanager
@@ -191,17 +222,28 @@ def report(error: StoreError, problems: list[StoreError] | None) -> None:
 
 
 def list_sessions(
-    directory: Path, listing: Listing, *, timeout: float, problems: list[StoreError] | None
+    directory: Path,
+    listing: Listing,
+    *,
+    timeout: float,
+    problems: list[StoreError] | None,
+    durable: bool = False,
 ) -> list[SessionInfo]:
-    """The page ``listing`` asks for (see the module docstring)."""
+    """The page ``listing`` asks for (see the module docstring); ``durable``: an index by
+    update time made on the way is on disk before it is used."""
     whole = listing.limit is None and listing.cursor is None and listing.updated_after is None
-    found = candidates(directory, listing.owner, listing.tag, timed=not whole)
     plain = whole and listing.owner is None and listing.tag is None  # every info is listed
+    found: Iterable[Candidate]
+    if listing.owner is None and listing.tag is None and not whole:
+        found = _by_time(directory, listing, durable=durable)
+    else:
+        found = sorted(
+            candidates(directory, listing.owner, listing.tag, timed=not whole), key=_newest_first
+        )
     if listing.updated_after is not None:
-        found = [c for c in found if c.when > listing.updated_after]
+        found = (c for c in found if c.when > listing.updated_after)
     if listing.cursor is not None:  # what is newer than the cursor came on a page before
-        found = [c for c in found if c.when <= listing.cursor[0]]
-    found.sort(key=lambda c: (-c.when.timestamp(), c.stem))  # ties: read, then sorted by id
+        found = (c for c in found if c.when <= listing.cursor[0])
     every = replace(listing, limit=None)
     page: list[SessionInfo] = []
     last: datetime | None = None  # the time of the candidate that filled the page

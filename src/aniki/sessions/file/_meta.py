@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from . import _index
+from . import _index, _timeline
 from ._attachments import named_in, release
 from ._file import SessionFile
 from ._format import header
@@ -85,7 +85,8 @@ def clear(file: SessionFile, fd: int | None) -> None:
     generation, start = file.checked_for_write(fd)
     document = load_meta(file.meta_path, store=file.label)  # damaged: refuse
     info = kept_in(document, generation, store=file.label).info
-    named = named_in(fd, start, os.fstat(fd).st_size)  # the attachments its records name
+    status = os.fstat(fd)
+    named = named_in(fd, start, status.st_size)  # the attachments its records name
     if document is not None and document.get("generation") != generation:
         # Not written for this generation: stale, or written by an undo that died before
         # bumping the header, which would hold for the next one. It goes first.
@@ -97,7 +98,8 @@ def clear(file: SessionFile, fd: int | None) -> None:
     file.meta_path.unlink(missing_ok=True)
     file.sync(fd)
     file.cache.reset(generation + 1, start)
-    # The info went with the meta file, the attachments with the records: see _index and
-    # _attachments.
+    # The info went with the meta file, the attachments with the records, and the session
+    # is listed no more: see _index, _attachments and _timeline.
     _index.remove(_index.markers(file.directory, file.stem, info))
+    _timeline.unmark(file.directory, file.stem, status.st_mtime_ns)
     release(file.directory, file.stem, named)

@@ -14,7 +14,7 @@ owner), then removed:
    of landing in the removed file;
 2. the file is removed: the commit, the session is gone (its messages, and its info and
    meta, which hold only beside it);
-3. its meta file, then its index markers.
+3. its meta file, then its index markers (by owner and tag, and by update time).
 
 A crash after step 2 leaves a meta file with no session file: the next session file of that
 name starts at a random generation, for which it holds nothing (see ``_file``), and the
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ...errors import StoreError
 from .._catalog import PRUNE_BATCH, from_timestamp
-from . import _index
+from . import _index, _timeline
 from ._attachments import named_in, release
 from ._edits import MARK, holds_a_line
 from ._format import META_SUFFIX
@@ -131,6 +131,7 @@ def _remove(
             fsync_directory(directory)
         meta_path.unlink(missing_ok=True)
         _index.remove(_index.markers(directory, candidate.stem, info))
+        _timeline.unmark(directory, candidate.stem, status.st_mtime_ns)
         release(directory, candidate.stem, attachments)
         return True
 

@@ -72,8 +72,11 @@ class FileStore:
         next after ``cursor`` (the last info of the page before). No directory: none.
 
         By owner or tag, the listing reads that owner's or tag's folder of the index
-        (``.index/`` in the directory) and the sessions it lists, not every session file;
-        otherwise it reads the directory. Each session listed is read under its lock: its
+        (``.index/`` in the directory) and the sessions it lists, not every session file; a
+        page of every session (a ``limit``, ``cursor`` or ``updated_after``) reads the
+        index by update time from its newest end (made on the first such listing of a
+        store written before it); a listing of every session at once reads the directory.
+        Each session listed is read under its lock: its
         header, meta file and the lines appended since its count was last kept (see
         :mod:`aniki.sessions.file._listing`); ``updated_at`` is its file's modification
         time.
@@ -103,7 +106,9 @@ class FileStore:
             cursor=cursor,
             order=order,
         )
-        return _listing.list_sessions(self._dir, listing, timeout=self._timeout, problems=problems)
+        return _listing.list_sessions(
+            self._dir, listing, timeout=self._timeout, problems=problems, durable=self._full
+        )
 
     def prune(self, *, older_than: timedelta, owner: str | None = None) -> int:
         """Remove every conversation (of ``owner``) last written more than ``older_than``
@@ -123,7 +128,9 @@ class FileStore:
 
     def _list(self, listing: Listing) -> list[SessionInfo]:
         # For open_store (aniki.sessions._local_backend): checked already; problems logged.
-        return _listing.list_sessions(self._dir, listing, timeout=self._timeout, problems=None)
+        return _listing.list_sessions(
+            self._dir, listing, timeout=self._timeout, problems=None, durable=self._full
+        )
 
     def _prune(self, cutoff: datetime, owner: str | None) -> int:
         return _prune.remove(

@@ -4,19 +4,26 @@
 Set-up runs once per process and store, in one transaction, under an advisory lock named
 after the table: when several processes start at once, one makes the tables and the others
 then find them. It looks for the tables and the indexes of the current layout; when one is
-missing it makes what is absent (every statement is ``IF NOT EXISTS``) and stamps the schema
-table with :data:`~aniki.sessions._codec.SCHEMA_VERSION`. A schema table stamped with a newer
-version is refused, and nothing is changed.
+missing, or the schema table holds an older version, it makes what is absent (every statement
+is ``IF NOT EXISTS``) and stamps the schema table with :data:`LAYOUT_VERSION`. A schema table
+stamped with a newer version is refused with :class:`~aniki.SchemaVersionError`, and nothing
+is changed.
 
-A store written before attachments were kept apart (its messages hold their bytes inline, as
-base64) gains the two blob tables the same way, and reads as it did: such a record decodes
-unchanged, and only messages written from then on keep their bytes apart.
+The layout has its own version, apart from the message format's
+(:data:`~aniki.sessions._codec.SCHEMA_VERSION`), because an aniki reads only the layouts it
+knows: an aniki of layout 2 that met a record naming a blob would report the store damaged,
+while one that finds version 3 says to upgrade it.
+
+A store of layout 2 (its messages hold their attachments' bytes inline, as base64) gains the
+two blob tables and is stamped 3; nothing else changes, its records decode as they did, and
+only messages written from then on keep their bytes apart.
 
 The sessions table of the layout before conversations had info (title, owner, tags,
-``created_at``) gains those columns with ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``; in the
-same transaction each existing session's ``created_at`` and message count are taken from its
-messages, once (only when the columns were absent), so its sessions are listed with the
-right counts and times. The indexes that serve the listing and the prune are made then.
+``created_at``; still stamped 2) gains those columns with ``ALTER TABLE ... ADD COLUMN IF NOT
+EXISTS``; in the same transaction each existing session's ``created_at`` and message count
+are taken from its messages, once (only when the columns were absent), so its sessions are
+listed with the right counts and times. The indexes that serve the listing and the prune are
+made then.
 """
 
 from __future__ import annotations
@@ -25,11 +32,16 @@ import functools
 from dataclasses import dataclass
 
 from ...errors import SchemaVersionError
-from .._codec import SCHEMA_VERSION
 from ._flow import Flow, Query
 from ._sql import regclass_names, render
 
-__all__ = ["Schema", "schema", "setup"]
+__all__ = ["LAYOUT_VERSION", "Schema", "schema", "setup"]
+
+LAYOUT_VERSION = 3
+"""The version of the tables' layout this aniki makes and reads. 1: messages, sessions and
+meta. 2: records of message format 2 (attachments, reasoning, ids and times); later in 2, the
+sessions' info columns. 3: attachments apart, in ``<table>_blobs`` and ``<table>_blob_refs``,
+records naming them by hash."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,23 +158,28 @@ def setup(table: str, *, store: str) -> Flow[None]:
     version = None
     if found_schema is not None:
         ((version,),) = yield Query(q.get_version)
-        if version is not None and version > SCHEMA_VERSION:
+        if version is not None and version > LAYOUT_VERSION:
             raise SchemaVersionError(
                 f"the tables were written with schema version {version}, newer than this "
-                f"aniki's {SCHEMA_VERSION}; upgrade aniki to use them",
+                f"aniki's {LAYOUT_VERSION}; upgrade aniki to use them",
                 store=store,
             )
-    if version == SCHEMA_VERSION and None not in found:
+    complete = found_schema is not None and None not in found
+    if version == LAYOUT_VERSION and complete:
         return
     upgrade = False
     if found[1] is not None:  # the sessions table: of which layout?
         ((has_info,),) = yield Query(q.has_info, q.names)
         upgrade = not has_info
-    for statement in q.tables:
-        yield Query(statement)
-    if upgrade:
-        yield Query(q.add_info)
-        yield Query(q.backfill)
-    for statement in q.indexes:
-        yield Query(statement)
-    yield Query(q.put_version, {"version": SCHEMA_VERSION})
+    # With every table and index there (a store stamped with an older version whose layout
+    # came up to date meanwhile), only the stamp changes: no DDL, which a role with only
+    # data rights may not run.
+    if upgrade or not complete:
+        for statement in q.tables:
+            yield Query(statement)
+        if upgrade:
+            yield Query(q.add_info)
+            yield Query(q.backfill)
+        for statement in q.indexes:
+            yield Query(statement)
+    yield Query(q.put_version, {"version": LAYOUT_VERSION})

@@ -133,6 +133,10 @@ class Lanes(_Daemons):
         self._lanes: dict[Hashable, deque[_Job]] = {}
         self._ready: queue.SimpleQueue[Hashable] = queue.SimpleQueue()
 
+    def busy(self, lane: Hashable) -> bool:
+        """Whether ``lane`` has a call queued or running."""
+        return lane in self._lanes
+
     def submit(self, lane: Hashable, work: Callable[[], T]) -> Future[T]:
         """Run ``work`` in ``lane``, after the calls already made there; its future."""
         future: Future[T] = Future()

@@ -21,9 +21,9 @@ from aniki import (
 )
 from aniki.sessions import SQLiteSession, SQLiteStore
 from aniki.sessions.sqlite import _db as db_module
+from aniki.sessions.sqlite import _decode as decode_module
 from aniki.sessions.sqlite import _errors as errors_module
 from aniki.sessions.sqlite import _schema as schema_module
-from aniki.sessions.sqlite import session as sqlite
 
 
 def _user(text: str) -> Message:
@@ -182,13 +182,13 @@ def test_bad_arguments_are_user_errors(tmp_path: Path) -> None:
 def decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every record the SQLite store decodes, in order."""
     seen: list[str] = []
-    real = sqlite.decode_message
+    real = decode_module.decode_message
 
     def counting(text: str, *, store: str) -> Message:
         seen.append(text)
         return real(text, store=store)
 
-    monkeypatch.setattr(sqlite, "decode_message", counting)
+    monkeypatch.setattr(decode_module, "decode_message", counting)
     return seen
 
 
@@ -333,7 +333,7 @@ def test_each_durability_sets_the_matching_synchronous_mode(
 def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import aniki.sessions.sqlite.session as sqlite_module
+    import aniki.sessions.sqlite._decode as sqlite_module
 
     path = tmp_path / "tail.db"
     writer = SQLiteSession("long", path=path)

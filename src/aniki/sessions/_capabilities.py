@@ -69,8 +69,7 @@ class ReadInfo:
     prefix_kept: bool = True
     """Whether the view starts where the previous read's did (the cut did not move)."""
     summary: bool = False
-    """Whether the view starts with a summary (a system message no store holds) standing
-    for the ``summarized`` oldest messages."""
+    """Whether the view starts with a summary (a system message no store holds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +251,8 @@ class Capabilities:
     """:class:`Wraps`: the session it wraps."""
     close: Callable[[], Any] | None = None
     """:class:`Closes`: ``aclose()`` on an async store, else ``close()``."""
+    try_now: Callable[[Callable[[], Any]], Any] | None = None
+    """:class:`~aniki.sessions._now.TriesNow`: ``_try_now(work)``, on the loop's thread."""
 
 
 _METHODS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -266,6 +267,7 @@ _METHODS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("replace", ("_replace",)),
     ("fork", ("fork",)),
     ("view_with", ("_view_with",)),
+    ("try_now", ("_try_now",)),
 )
 """Each method field, and the members a class must define for it (the first is bound)."""
 
@@ -368,10 +370,8 @@ def _blocking(session: object, kind: _Kind) -> bool:
 
 def reads_of(session: object) -> Callable[[int], ReadInfo | None]:
     """How to learn what each read of ``session`` saw: called with how many stored messages
-    the read returned, it gives the :class:`ReadInfo` (``None``: the session cannot tell).
-
-    A policy says (:class:`ReadsReported`); a session that :class:`ReadsLimited` is a store,
-    whose reads return its whole history; any other may be a view of its own."""
+    the read returned, the :class:`ReadInfo` (``None``: cannot tell). A policy says
+    (:class:`ReadsReported`); a store (:class:`ReadsLimited`) returns its whole history."""
     can = capabilities_of(session)
     last_read = can.last_read
     if last_read is not None:

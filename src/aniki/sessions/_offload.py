@@ -12,6 +12,10 @@ Cancellation: a call whose caller is cancelled before its thread starts it is dr
 of it happens); once started it finishes in the thread, and what it writes is, as always,
 one whole transaction or line. Either way the session stays usable.
 
+A sync session that can run a call at once on the loop's thread when it will not wait
+(``_try_now``, see :mod:`aniki.sessions._now`) is asked first while its lane is idle: a
+short SQLite call then costs no thread hop.
+
 Time bounds: the sync session bounds the wait for another process's lock (``timeout=``).
 A call also waits at most ``max(timeout, 1 s)`` for its turn behind this process's earlier
 calls on the same file, then is dropped and raises :class:`~aniki.StoreUnavailableError`.
@@ -23,13 +27,14 @@ import asyncio
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import Future
 from contextlib import suppress
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .._threads import LANES
 from ..errors import StoreUnavailableError
 from ..messages import Message, MessageLike, to_message, to_messages
 from ._args import check_limit
 from ._closing import AsyncClosing
+from ._now import LATER, NOT_NOW, attempt
 
 __all__ = ["LocalStore", "Offloaded"]
 
@@ -78,6 +83,7 @@ class Offloaded(AsyncClosing, Generic[StoreT]):
         self._lane = lane
         self._turn_wait = max(timeout, _LEAST_TURN_WAIT)
         self._store = store
+        self._now: Callable[[Callable[[], Any]], Any] | None = getattr(sync, "_try_now", None)
 
     @property
     def id(self) -> str:
@@ -161,8 +167,17 @@ class Offloaded(AsyncClosing, Generic[StoreT]):
         else:
             self._sync.add_messages(batch)
 
+    def _now_in_lane(self, work: Callable[[], Any]) -> Any:
+        # The sync session's _try_now, once the calls already in the lane have run.
+        return LATER if LANES.busy(self._lane) else cast(Any, self._now)(work)
+
     async def _call(self, work: Callable[[], T]) -> T:
         """``work()`` in this file's lane; see the module docstring for cancellation."""
+        now = self._now
+        if now is not None:
+            result = await attempt(self._now_in_lane, work)
+            if result is not NOT_NOW:
+                return cast(T, result)
         loop = asyncio.get_running_loop()
         future = LANES.submit(self._lane, work)
         waiting: asyncio.Future[T] = loop.create_future()

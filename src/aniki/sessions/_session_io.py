@@ -13,10 +13,11 @@ A streamed run keeps its tool turns out of the store until it completes; a polic
 The calls of a synchronous store that does I/O (SQLite, files, Redis, PostgreSQL, a custom
 ``Session``; a policy or ``EncryptedSession`` over one) run in a worker thread (see
 :mod:`aniki._threads`), so that they never block the event loop: other tasks go on, and
-a run's deadline fires even while the store hangs. An ``AsyncSession`` is awaited on the
-loop, and ``InMemorySession`` (no I/O), with any policy over it, is called inline: a thread
-hop costs tens of microseconds. Which is which, and what else a store can do, its class
-says (:mod:`aniki.sessions._capabilities`).
+a run's deadline fires even while the store hangs; a store that can tell a call will not
+wait runs it at once instead (:mod:`aniki.sessions._now`). An ``AsyncSession`` is awaited
+on the loop, and ``InMemorySession`` (no I/O), with any policy over it, is called inline:
+a thread hop costs tens of microseconds. Which is which, and what else a store can do, its
+class says (:mod:`aniki.sessions._capabilities`).
 
 A call already running in a thread when its run is cancelled cannot be interrupted: the run
 ends at once, and the call finishes in the background. Each write is one batch, written
@@ -35,6 +36,7 @@ from ..errors import TurnUndoneError
 from ..messages import Message
 from ._capabilities import Capabilities, add_all, blocking_of, capabilities_of
 from ._guard import HistoryMoved, TurnGuard, guarding
+from ._now import NOT_NOW, attempt
 
 __all__ = ["append", "append_then_read", "blocks", "call", "read", "read_with"]
 
@@ -44,13 +46,16 @@ def blocks(session: Any) -> bool:
     return blocking_of(session)
 
 
-async def call(blocking: bool, work: Callable[[], Any]) -> Any:
-    """``work()``, in a worker thread when ``blocking``; an awaitable it returns is awaited
-    on the loop."""
-    if blocking:
-        result = await STORES.submit(work)
-    else:
+async def call(
+    blocking: bool, work: Callable[[], Any], now: Callable[[Callable[[], Any]], Any] | None = None
+) -> Any:
+    """``work()``, in a worker thread when ``blocking`` (unless ``now``, the store's
+    ``_try_now``, runs it at once: :mod:`aniki.sessions._now`); an awaitable it returns is
+    awaited on the loop."""
+    if not blocking:
         result = work()
+    elif now is None or (result := await attempt(now, work)) is NOT_NOW:
+        result = await STORES.submit(work)
     return await result if inspect.isawaitable(result) else result
 
 
@@ -67,7 +72,7 @@ async def append(session: Any, messages: Sequence[Message]) -> None:
 
 async def _append(session: Any, can: Capabilities, batch: list[Message]) -> None:
     if can.blocking:
-        await call(True, lambda: add_all(session, batch, can))
+        await call(True, lambda: add_all(session, batch, can), can.try_now)
         return
     result = add_all(session, batch, can)
     if inspect.isawaitable(result):
@@ -102,11 +107,11 @@ async def _read_after(written: Any, session: Any) -> Any:
 
 async def read(session: Any) -> Sequence[Message]:
     """The session's history, as its ``get_messages()`` (and any policy on it) returns it."""
-    return await _read(session, blocks(session))
+    return await _read(session, capabilities_of(session))
 
 
-async def _read(session: Any, blocking: bool) -> Sequence[Message]:
-    messages: Sequence[Message] = await call(blocking, session.get_messages)
+async def _read(session: Any, can: Capabilities) -> Sequence[Message]:
+    messages: Sequence[Message] = await call(can.blocking, session.get_messages, can.try_now)
     return messages
 
 
@@ -140,7 +145,7 @@ async def append_then_read(
                 then()
             return history
 
-        history: Sequence[Message] = await call(True, work)
+        history: Sequence[Message] = await call(True, work, can.try_now)
         return history
     fused = can.add_then_get if batch else None
     if fused is not None:
@@ -149,7 +154,7 @@ async def append_then_read(
             return history
     if batch:
         await _append(session, can, batch)
-    return await _read(session, False)
+    return await _read(session, can)
 
 
 async def read_with(session: Any, extra: Sequence[Message]) -> Sequence[Message]:
@@ -158,9 +163,9 @@ async def read_with(session: Any, extra: Sequence[Message]) -> Sequence[Message]
     can = capabilities_of(session)
     view_with = can.view_with
     if not extra:
-        return await _read(session, can.blocking)
+        return await _read(session, can)
     if view_with is None:
-        return (*await _read(session, can.blocking), *extra)
+        return (*await _read(session, can), *extra)
     batch = list(extra)
-    messages: Sequence[Message] = await call(can.blocking, lambda: view_with(batch))
+    messages: Sequence[Message] = await call(can.blocking, lambda: view_with(batch), can.try_now)
     return messages

@@ -36,6 +36,7 @@ from .._args import check_limit
 from .._capabilities import add_all, capabilities_of
 from .._codec import encode_meta
 from .._driver import drive_either
+from .._now import NOT_NOW
 from ..base import AsyncSession, Session, missing_methods
 from ._chain import Chain
 from ._envelope import GENESIS, AlteredDataError, DecryptionError, Envelope, new_key
@@ -77,7 +78,9 @@ class EncryptedSession(Generic[SessionT]):
     """Whether its calls may block on I/O: as the inner store's (set per instance)."""
 
     # What it can do only when its inner store can (see aniki.sessions._capabilities).
-    _INNER_DECIDES: ClassVar[frozenset[str]] = frozenset({"add_then_get", "undo", "swap_meta"})
+    _INNER_DECIDES: ClassVar[frozenset[str]] = frozenset(
+        {"add_then_get", "undo", "swap_meta", "try_now"}
+    )
 
     def __init__(
         self,
@@ -268,6 +271,11 @@ class EncryptedSession(Generic[SessionT]):
         checked from the record before it.
         """
         return self._run(self._chain.read(check_limit(limit)))
+
+    def _try_now(self, work: Callable[[], Any]) -> Any:
+        # The inner store's (aniki.sessions._now): encrypting is computation.
+        now = self._below.try_now
+        return NOT_NOW if now is None else now(work)
 
     def _add_then_get(self, messages: list[Message], limit: int | None = None) -> Any:
         # Encrypt, append and read back in one round trip (after the tail read, when this

@@ -16,7 +16,7 @@ and in memory over a store without meta.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Generator, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, cast, overload
 
@@ -25,6 +25,7 @@ from ...messages import Message, MessageLike, to_message
 from ...tokens import TokenCounter
 from .._capabilities import ReadInfo, add_all, capabilities_of
 from .._driver import drive_either
+from .._now import NOT_NOW
 from ..base import AsyncSession, Session, missing_methods
 from ._cut import Anchor, CutRecord, Found, Placement, place
 
@@ -147,7 +148,7 @@ class SuffixPolicy(Generic[SessionT]):
     """Whether its calls may block on I/O: as the inner store's (set per instance)."""
 
     # What a policy can do only when its inner store can (see aniki.sessions._capabilities).
-    _INNER_DECIDES: ClassVar[frozenset[str]] = frozenset({"add_then_get", "undo"})
+    _INNER_DECIDES: ClassVar[frozenset[str]] = frozenset({"add_then_get", "undo", "try_now"})
     _last_read: ReadInfo | None = None  # what the last read saw, for the run's reports
 
     def __init__(self, inner: Session | AsyncSession, limit: int, trim_to: int) -> None:
@@ -163,7 +164,13 @@ class SuffixPolicy(Generic[SessionT]):
         # finds the same view, so there is no cut to keep (and none to write every turn).
         self._has_meta = trim_to < limit and can.get_meta is not None
         self._fused = can.add_then_get
+        self._now = can.try_now
         self._state = _CutState()
+
+    def _try_now(self, work: Callable[[], Any]) -> Any:
+        # The inner store's (aniki.sessions._now): the policy's own work is computation.
+        now = self._now
+        return NOT_NOW if now is None else now(work)
 
     @property
     def inner(self) -> SessionT:

@@ -117,6 +117,7 @@ class SummarizingSession(CountsTokens):
         can = capabilities_of(inner)
         # A sync store's calls run in a worker thread, so they never block the event loop.
         self._blocking, self._limited = can.blocking, can.limited
+        self._now = can.try_now  # a short call of a store that can tell, on the loop instead
         self._meta = (can.get_meta, can.set_meta) if can.get_meta and can.set_meta else None
         self._swap_meta = can.swap_meta if self._meta is not None else None
         self._claims = Claims(self._load_record, self._swap) if self._swap_meta else None
@@ -310,7 +311,7 @@ class SummarizingSession(CountsTokens):
     async def _io(self, work: Callable[[], Any]) -> Any:
         """``work()``, a call to the inner store: in a worker thread for a sync store that
         does I/O, awaited on the loop for an async one."""
-        return await session_io.call(self._blocking, work)
+        return await session_io.call(self._blocking, work, self._now)
 
     async def _read_tail(
         self, summary: Summary | None, first: Fetch, added: int

@@ -28,12 +28,14 @@ from typing import Any, TypeVar
 from ...messages import Message
 from .._blobs import named, refs, split_batch
 from .._codec import encode_message
-from ._sql import APPEND, BLOCK, appended
+from ._sql import APPEND, BLOCK, DROP_META, DROP_TAGS, EMPTIED, appended
 
 __all__ = [
     "NO_BLOBS",
+    "append_all",
     "append_records",
     "copy_links",
+    "empty",
     "fetch",
     "records_of",
     "unlink",
@@ -142,3 +144,28 @@ def with_blobs(
         if conn.in_transaction:
             conn.execute("COMMIT")
     return rows, found
+
+
+def append_all(conn: sqlite3.Connection, rows: list[tuple[int, int, str, float]]) -> None:
+    """Append ``rows`` (see :func:`~._sql.appended`) in one ``BEGIN IMMEDIATE`` transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.executemany(APPEND, rows)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def empty(conn: sqlite3.Connection, session_id: str, number: int, generation: int) -> int:
+    """Delete session ``number``'s messages (and blobs no other message names), meta, tags
+    and info, and bump its generation
+    (every instance's cache starts over); the new generation. Inside a write transaction."""
+    low = int(number) * BLOCK
+    conn.execute(DROP_META, (session_id,))
+    conn.execute(DROP_TAGS, (number,))
+    unlink(conn, low + 1, low + BLOCK)
+    conn.execute("DELETE FROM aniki_messages WHERE key > ? AND key < ?", (low, low + BLOCK))
+    conn.execute(EMPTIED, (number,))
+    return int(generation) + 1

@@ -23,34 +23,36 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from ...errors import CorruptStoreError
 from .._args import Durability
 from .._blobs import MARK
 from .._fork import count as fork_count
 from .._local_file import DAMAGED, identity_at, reason_of
-from ._blobs import NO_BLOBS, append_records, unlink, with_blobs
+from .._now import LATER, NOT_NOW, NotNow, WouldWait
+from ._blobs import NO_BLOBS, append_all, append_records, empty, with_blobs
 from ._connect import connect
-from ._errors import DB_ERRORS, store_error
+from ._errors import DB_ERRORS, LOCKED_CODES, result_code, store_error
 from ._schema import damage_hint
 from ._sql import (
     APPEND,
     BLOCK,
     DELETE_META,
     DROP_META,
-    DROP_TAGS,
-    EMPTIED,
     GET_META,
     READ,
     REGISTER,
     SESSION,
     SET_META,
+    SIZE,
     TAIL,
     appended,
 )
 
-__all__ = ["BLOCK", "Database", "database_for", "empty"]
+__all__ = ["BLOCK", "Database", "database_for"]
+
+T = TypeVar("T")
 
 _INHERITED: list[sqlite3.Connection] = []
 """Connections a forked child inherited: kept, never used or closed (that is the parent's job)."""
@@ -74,6 +76,7 @@ class Database:
         self._forks = -1
         self._conn: sqlite3.Connection | None = None
         self._closer: weakref.finalize[[sqlite3.Connection], Database] | None = None
+        self._hasty = False  # trying a call now: a wait gives up (WouldWait) until a write
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -94,6 +97,41 @@ class Database:
             self._closer = weakref.finalize(self, _close, conn)
         return self._conn
 
+    def now(self, work: Callable[[], T], ready: Callable[[], bool] | None = None) -> T | NotNow:
+        """``work()`` at once on this thread, or ``NOT_NOW`` having run nothing (the connection
+        is busy or not open, each commit waits for the disk, or ``ready()`` says no); until
+        it first writes, a lock held elsewhere stops it (see :mod:`aniki.sessions._now`)."""
+        if self._durability == "full":
+            return NOT_NOW
+        if not self.lock.acquire(blocking=False):
+            return LATER
+        try:
+            if (conn := self._conn) is None or self._forks != fork_count():
+                return NOT_NOW
+            try:
+                conn.execute("PRAGMA busy_timeout = 0")
+            except DB_ERRORS:
+                return NOT_NOW
+            self._hasty = True
+            try:
+                return work() if ready is None or ready() else NOT_NOW
+            except WouldWait:
+                return NOT_NOW
+            finally:
+                self.patient()
+        finally:
+            self.lock.release()
+
+    def patient(self) -> None:
+        """Wait for locks again, up to the timeout: a call tried now has written."""
+        if not self._hasty:
+            return
+        self._hasty = False
+        conn = self._conn
+        if conn is not None:
+            with suppress(sqlite3.Error):
+                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction under the lock: ``BEGIN IMMEDIATE`` when writing, a snapshot if not."""
@@ -109,6 +147,8 @@ class Database:
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            if write:
+                self.patient()
 
     @contextmanager
     def errors(self) -> Iterator[None]:
@@ -151,7 +191,10 @@ class Database:
         )
 
     def fail(self, exc: sqlite3.Error | UnicodeDecodeError) -> NoReturn:
-        """Raise the aniki error for ``exc`` (its cause), remembering damage."""
+        """Raise the aniki error for ``exc`` (its cause), remembering damage; when trying a
+        call now (:meth:`now`), a lock held elsewhere gives the call up instead."""
+        if self._hasty and isinstance(exc, sqlite3.Error) and result_code(exc) in LOCKED_CODES:
+            raise WouldWait
         error = store_error(exc, self.label, self._timeout, self.path)
         if isinstance(error, CorruptStoreError):
             self.damaged(error)
@@ -193,9 +236,11 @@ class Database:
                     low = number * BLOCK
                     conn.execute(APPEND, (low, low + BLOCK, bodies[0], now))
                 else:
-                    _append_all(conn, appended(number, bodies, now))
+                    append_all(conn, appended(number, bodies, now))
             except DB_ERRORS as exc:
                 self.fail(exc)
+            if self._hasty:
+                self.patient()
 
     def read_after(
         self, session_id: str, generation: int | None, after: int
@@ -227,6 +272,12 @@ class Database:
         records = [(key, body) for _, key, body in rows if key is not None]
         self._check_records(records)
         return found, records, blobs
+
+    def size(self, session_id: str) -> int:
+        """How many messages the session holds (one seek)."""
+        with self.lock, self.errors():
+            row = self.conn.execute(SIZE, (session_id,)).fetchone()
+        return 0 if row is None else int(row[0])
 
     def read_tail(
         self, session_id: str, limit: int
@@ -332,31 +383,6 @@ class Database:
             if self._closer is not None and self._forks == fork_count():
                 self._closer()
             self._conn, self._closer = None, None
-
-
-def _append_all(conn: sqlite3.Connection, rows: list[tuple[int, int, str, float]]) -> None:
-    """Append ``rows`` (see :func:`~._sql.appended`) in one ``BEGIN IMMEDIATE`` transaction."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.executemany(APPEND, rows)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def empty(conn: sqlite3.Connection, session_id: str, number: int, generation: int) -> int:
-    """Delete session ``number``'s messages (and blobs no other message names), meta, tags
-    and info, and bump its generation
-    (every instance's cache starts over); the new generation. Inside a write transaction."""
-    low = int(number) * BLOCK
-    conn.execute(DROP_META, (session_id,))
-    conn.execute(DROP_TAGS, (number,))
-    unlink(conn, low + 1, low + BLOCK)
-    conn.execute("DELETE FROM aniki_messages WHERE key > ? AND key < ?", (low, low + BLOCK))
-    conn.execute(EMPTIED, (number,))
-    return int(generation) + 1
 
 
 _DATABASES: weakref.WeakValueDictionary[tuple[str, str, float], Database] = (

@@ -31,7 +31,8 @@ from datetime import datetime
 
 from .._catalog import PRUNE_BATCH, Listing, timestamp
 from ..base import SessionInfo
-from ._db import Database, empty
+from ._blobs import empty
+from ._db import Database
 from ._info import info_of
 from ._sql import INFO, SECOND, UPDATED
 

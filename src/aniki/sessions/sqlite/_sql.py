@@ -30,6 +30,7 @@ __all__ = [
     "SESSION",
     "SECOND",
     "SET_META",
+    "SIZE",
     "TAIL",
     "UPDATED",
     "appended",
@@ -87,6 +88,8 @@ UPDATED = f"max(s.updated_at, coalesce({_LAST.format(what='created_at')}, s.upda
 moves the row only when the second changes)."""
 SECOND = "CAST(s.updated_at AS INTEGER)"
 """The whole second of session ``s``'s ``updated_at``, which its time indexes hold."""
+SIZE = f"SELECT {COUNT} FROM aniki_sessions AS s WHERE s.id = ?"
+"""A session's message count (no row: it holds none)."""
 INFO = f"s.id, {COUNT}, {UPDATED}, s.title, s.owner, s.tags, s.created_at"
 """What a :class:`~aniki.sessions.SessionInfo` is read from, of the sessions row ``s``."""
 

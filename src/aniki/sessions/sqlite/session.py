@@ -40,36 +40,42 @@ with the last message that names them; see :mod:`aniki.sessions.sqlite._blobs`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..._stamps import stamp, stamp_one
 from ...errors import CorruptStoreError
 from ...messages import Message, MessageLike, to_message, to_messages
 from .._args import Durability, check_limit, check_meta_key, check_session_id
-from .._blobs import MARK, join, split
+from .._blobs import split
 from .._catalog import KEEP, Keep, check_info
 from .._closing import Closing
-from .._codec import decode_message, decode_meta, encode_message, encode_meta
+from .._codec import decode_meta, encode_message, encode_meta
 from .._edits import fork_target
+from .._gc import MANY, paused
 from .._history_cache import HistoryCache
 from .._local_file import LocalOptions
+from .._now import NotNow
 from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
 from ._blobs import NO_BLOBS, records_of
 from ._db import Database, database_for
+from ._decode import decoded
 from ._edits import append_after, append_rows, fork_rows, undo_rows
 from ._info import read_info, write_info
 from ._options import DEFAULT_TIMEOUT, absolute_path, checked_options
 from ._pages import read_page
 from ._sql import clock
 
+T = TypeVar("T")
+
 __all__ = ["SQLiteSession"]
 
 _OWN_LIMIT = 4096
+_FIRST_READ_NOW = 500
 
 
 def _decode_meta(db: Database, text: str) -> Any:
@@ -117,6 +123,7 @@ class SQLiteSession(Closing):
         self._cache: HistoryCache[int] = HistoryCache()  # position: the last key read
         self._number: int | None = None
         self._own: dict[str, Message] = {}
+        self._read_once = False  # a first read may be long: it is never tried now
 
     @property
     def id(self) -> str:
@@ -179,12 +186,22 @@ class SQLiteSession(Closing):
         limit = check_limit(limit)
         db = self._database
         with db.lock:
+            self._read_once = True
             if limit is not None and self._cache.generation is None:
                 # Nothing cached yet: read only the tail, not the whole history, so that a
                 # policy over a freshly opened session costs the size of its window.
                 return self._tail(db, limit) if limit > 0 else ()
             self._refresh(db)
             return self._cache.view(limit)
+
+    def _try_now(self, work: Callable[[], T]) -> T | NotNow:
+        # See aniki.sessions._now: a call that finds the connection free runs on the
+        # caller's thread, unless it may begin with a long read (this object's first read
+        # of a history of more than _FIRST_READ_NOW messages).
+        db = self._database
+        if self._read_once:
+            return db.now(work)
+        return db.now(work, lambda: db.size(self._id) <= _FIRST_READ_NOW)
 
     def _page(self, start: int, limit: int) -> Page:
         """Messages ``start`` to ``start + limit`` in one read transaction (see
@@ -343,43 +360,16 @@ class SQLiteSession(Closing):
             own[body] = message
 
     def _tail(self, db: Database, limit: int) -> tuple[Message, ...]:
-        label = db.label
-        rows, blobs = db.read_tail(self._id, limit)
-        try:
-            return tuple(
-                join(body, blobs, store=label)  # names a missing blob if one is gone
-                if blobs is not NO_BLOBS and MARK in body
-                else decode_message(body, store=label)
-                for _, body in rows
-            )
-        except CorruptStoreError as exc:
-            db.damaged(exc)
-            raise
+        with paused(limit >= MANY):  # see aniki.sessions._gc
+            rows, blobs = db.read_tail(self._id, limit)
+            return tuple(decoded(db, rows, blobs, {}))
 
     def _refresh(self, db: Database) -> None:
         cache = self._cache
-        generation, rows, blobs = db.read_after(self._id, cache.generation, cache.position)
-        if generation != cache.generation:
-            cache.reset(generation)
-        if not rows:
-            return
-        own, label = self._own, db.label
-        try:
-            if not own and blobs is NO_BLOBS:  # no row names a blob: decode every row
-                decoded = [decode_message(body, store=label) for _, body in rows]
-            else:
-                decoded = []
-                for _, body in rows:
-                    message = own.pop(body, None)
-                    if message is None:
-                        message = (
-                            join(body, blobs, store=label)
-                            if blobs is not NO_BLOBS
-                            else decode_message(body, store=label)
-                        )
-                    decoded.append(message)
-        except CorruptStoreError as exc:
-            # The cache stays where it was: the next read meets the same record again.
-            db.damaged(exc)
-            raise
-        cache.extend(decoded, rows[-1][0])
+        with paused(cache.generation is None):  # a first read: maybe the whole of a long history
+            generation, rows, blobs = db.read_after(self._id, cache.generation, cache.position)
+            if generation != cache.generation:
+                cache.reset(generation)
+            if rows:
+                # On damage the cache stays where it was: the next read meets the same record.
+                cache.extend(decoded(db, rows, blobs, self._own), rows[-1][0])

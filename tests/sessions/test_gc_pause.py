@@ -1,0 +1,73 @@
+"""A long first read pauses the cyclic garbage collector while it fetches and decodes
+(aniki.sessions._gc), and leaves it as it found it."""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aniki import CorruptStoreError, Message
+from aniki.sessions import SQLiteSession
+
+
+@pytest.fixture
+def collections() -> Iterator[list[int]]:
+    seen: list[int] = []
+
+    def note(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.callbacks.append(note)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(note)
+
+
+def _stored(path: Path, count: int) -> None:
+    SQLiteSession("long", path).add_messages(
+        [Message("user" if i % 2 == 0 else "assistant", f"message {i}") for i in range(count)]
+    )
+
+
+def test_a_long_first_read_runs_no_collection(tmp_path: Path, collections: list[int]) -> None:
+    _stored(tmp_path / "a.db", 5_000)
+    session = SQLiteSession("long", tmp_path / "a.db")
+    gc.collect()
+    collections.clear()
+    # 10,000 tracked objects (rows and messages): without the pause, a dozen collections;
+    # with it, at most the one young collection that catches up once the read is over.
+    assert len(session.get_messages()) == 5_000
+    assert collections in ([], [0])
+    assert gc.isenabled()
+    collections.clear()
+    tail = SQLiteSession("long", tmp_path / "a.db").get_messages(limit=3_000)
+    assert len(tail) == 3_000
+    assert collections in ([], [0])
+    assert gc.isenabled()
+
+
+def test_a_collector_switched_off_stays_off(tmp_path: Path) -> None:
+    _stored(tmp_path / "a.db", 3_000)
+    gc.disable()
+    try:
+        assert len(SQLiteSession("long", tmp_path / "a.db").get_messages()) == 3_000
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_collector_runs_again_after_a_read_that_failed(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    _stored(path, 10)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE aniki_messages SET body = '{not json' WHERE key % 4294967296 = 5")
+    with pytest.raises(CorruptStoreError, match="cannot be read"):
+        SQLiteSession("long", path).get_messages()
+    assert gc.isenabled()

@@ -1,0 +1,247 @@
+"""A SQLite store's short calls run on the event loop's thread when they will not wait, and
+in a worker thread when they might (aniki.sessions._now): a lock held by another process,
+a first read of a long history, durability ``full``; a call that gives up has written
+nothing, and one that has written runs to its end."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aniki import Agent, EncryptedSession, Message, Runner, TokenBudgetSession
+from aniki._threads import LANES
+from aniki.sessions import AsyncSQLiteSession, InMemorySession, SQLiteSession
+from aniki.sessions._capabilities import capabilities_of
+from aniki.sessions._now import LATER, NOT_NOW
+from aniki.testing import MockProvider
+
+
+class Recording(SQLiteSession):
+    """Notes the thread of every write and read."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.threads: list[str] = []
+
+    def add_messages(self, messages: Any) -> None:
+        self.threads.append(threading.current_thread().name)
+        super().add_messages(messages)
+
+    def get_messages(self, limit: int | None = None) -> tuple[Message, ...]:
+        self.threads.append(threading.current_thread().name)
+        return super().get_messages(limit)
+
+
+def _agent() -> Agent:
+    return Agent("Helper", model="mock", provider=MockProvider(handler=lambda request: "ok"))
+
+
+def _turns(session: Any, count: int) -> None:
+    async def run() -> None:
+        agent, runner = _agent(), Runner()
+        for turn in range(count):
+            await runner.run(agent, message=f"question {turn}", session=session)
+
+    asyncio.run(run())
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "now.db"
+
+
+@contextmanager
+def write_locked(path: Path) -> Iterator[sqlite3.Connection]:
+    """Another connection (as another process would) holding the file's write lock."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.close()
+
+
+def test_a_short_history_is_served_on_the_loop_thread(path: Path) -> None:
+    opened = SQLiteSession("other", path)  # the file is open in this process
+    opened.get_messages()
+    session = Recording("chat", path)
+    _turns(session, 3)
+    assert set(session.threads) == {threading.main_thread().name}
+    assert [m.role for m in SQLiteSession("chat", path).get_messages()] == ["user", "assistant"] * 3
+
+
+def test_a_long_history_is_first_read_in_a_worker_thread(path: Path) -> None:
+    SQLiteSession("chat", path).add_messages(
+        [Message("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(600)]
+    )
+    session = Recording("chat", path)
+    _turns(session, 2)
+    main = threading.main_thread().name
+    # The first call (append, then read 600 messages) goes to a thread; then the cache is
+    # warm, and the calls are short.
+    assert main not in session.threads[:2]
+    assert set(session.threads[2:]) == {main}
+    assert len(SQLiteSession("chat", path).get_messages()) == 604
+
+
+def test_durability_full_always_waits_in_a_worker_thread(path: Path) -> None:
+    session = Recording("chat", path, durability="full")
+    _turns(session, 2)
+    assert threading.main_thread().name not in session.threads
+
+
+def test_a_lock_held_elsewhere_sends_the_call_to_a_thread_and_it_lands_once(
+    path: Path,
+) -> None:
+    session = Recording("chat", path, timeout=5.0)
+    _turns(session, 1)  # the file exists and this object has read it
+
+    async def run() -> int:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.ensure_future(tick())
+        with write_locked(path) as other:
+            turn = asyncio.ensure_future(Runner().run(_agent(), message="later", session=session))
+            await asyncio.sleep(0.3)  # the loop is free while the append waits
+            other.execute("COMMIT")
+            await turn
+        ticker.cancel()
+        return ticks
+
+    assert asyncio.run(run()) >= 10
+    stored = SQLiteSession("chat", path).get_messages()
+    assert [m.content for m in stored if m.role == "user"] == ["question 0", "later"]
+    assert len(stored) == 4
+
+
+def test_a_call_that_has_written_waits_instead_of_giving_up(path: Path) -> None:
+    session = SQLiteSession("chat", path, timeout=5.0)
+    session.get_messages()
+    session.add_message(Message("user", "first"))
+    holder: list[sqlite3.Connection] = []
+
+    def work() -> str:
+        session.add_message(Message("user", "written now"))
+        with write_locked(path) as other:  # another writer takes the lock right after
+            holder.append(other)
+            threading.Timer(0.2, lambda: other.execute("COMMIT")).start()
+            session.set_meta("after", 1)  # waits for it rather than giving the call up
+        return "done"
+
+    assert capabilities_of(session).try_now is not None
+    assert session._try_now(work) == "done"
+    assert [m.content for m in session.get_messages()] == ["first", "written now"]
+    assert session.get_meta("after") == 1
+
+
+def test_a_call_that_meets_a_lock_before_writing_runs_nothing(path: Path) -> None:
+    session = SQLiteSession("chat", path, timeout=5.0)
+    session.add_message(Message("user", "first"))
+    session.get_messages()
+    with write_locked(path):
+        started = time.monotonic()
+        answer = session._try_now(lambda: session.add_message(Message("user", "not now")))
+        assert answer is NOT_NOW
+        assert time.monotonic() - started < 1.0  # gave up at once, did not wait 5 s
+    assert [m.content for m in session.get_messages()] == ["first"]
+    # The connection waits for locks again as configured.
+    conn = session._database.conn
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+
+
+def test_a_busy_connection_declines(path: Path) -> None:
+    session = SQLiteSession("chat", path)
+    session.get_messages()
+    db = session._database
+    ran: list[int] = []
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with db.lock:
+            taken.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait(5)
+    try:
+        assert session._try_now(lambda: ran.append(1)) is LATER  # asked again soon
+    finally:
+        release.set()
+        holder.join()
+    assert ran == []
+    assert session._try_now(lambda: ran.append(2)) is None
+    assert ran == [2]
+
+
+def test_wrappers_try_now_only_over_a_store_that_can(path: Path) -> None:
+    store = SQLiteSession("chat", path)
+    key = EncryptedSession.generate_key()
+
+    def tries(session: object) -> Callable[[Callable[[], Any]], Any] | None:
+        return capabilities_of(session).try_now
+
+    assert tries(TokenBudgetSession(store, 4000)) is not None
+    assert tries(EncryptedSession(store, key)) is not None
+    assert tries(TokenBudgetSession(InMemorySession(), 4000)) is None
+    assert tries(EncryptedSession(InMemorySession(), key)) is None
+    assert tries(SQLiteSession("chat", path, durability="full")) is not None  # it declines
+
+
+def test_a_policy_over_sqlite_serves_its_turns_on_the_loop_thread(path: Path) -> None:
+    opened = SQLiteSession("other", path)
+    opened.get_messages()
+    inner = Recording("chat", path)
+    _turns(TokenBudgetSession(inner, 4000), 3)
+    assert set(inner.threads) == {threading.main_thread().name}
+    assert len(inner.get_messages()) == 6
+    assert opened.get_messages() == ()
+
+
+def test_the_async_twin_runs_short_calls_on_the_loop_and_waits_in_its_lane(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lane_calls: list[object] = []
+    submit = LANES.submit
+
+    def spy(lane: Any, work: Callable[[], Any]) -> Any:
+        lane_calls.append(lane)
+        return submit(lane, work)
+
+    monkeypatch.setattr(LANES, "submit", spy)
+    opened = SQLiteSession("other", path)
+    opened.get_messages()
+
+    async def run() -> tuple[int, int]:
+        session = AsyncSQLiteSession("chat", path, timeout=5.0)
+        for turn in range(3):
+            await Runner().run(_agent(), message=f"question {turn}", session=session)
+        short = len(lane_calls)
+        with write_locked(path) as other:
+            writing = asyncio.ensure_future(session.add_message(Message("user", "later")))
+            await asyncio.sleep(0.2)
+            assert not writing.done()  # waiting in the lane, not on the loop
+            other.execute("COMMIT")
+            await writing
+        return short, len(lane_calls)
+
+    short, after = asyncio.run(run())
+    assert short == 0
+    assert after == 1
+    assert [m.content for m in SQLiteSession("chat", path).get_messages()][-1] == "later"

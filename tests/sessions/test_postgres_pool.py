@@ -14,10 +14,10 @@ import pytest
 from psycopg_pool import PoolTimeout
 
 from aniki import Message, StoreUnavailableError
-from aniki.sessions import AsyncPostgresSession, open_store
+from aniki.sessions import AsyncPostgresSession, PostgresSession, open_store
 from aniki.sessions.postgres._pool import AsyncConnections
 
-from ..servers import postgres_dsn
+from ..servers import drop_postgres_tables, postgres_dsn, unique_name
 
 pytestmark = pytest.mark.postgres
 
@@ -229,3 +229,58 @@ def test_connecting_to_a_server_that_never_answers_ends_within_the_timeout() -> 
 
         # libpq alone would wait its whole connect_timeout (2 s at least)
         assert asyncio.run(main()) < 1.5
+
+
+def _prepared(conn: psycopg.Connection[Any], table: str) -> list[str]:
+    """The statements prepared on ``conn``'s server session that name ``table``."""
+    rows = conn.execute(
+        "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s", (f"%{table}%",)
+    ).fetchall()
+    return [str(statement) for (statement,) in rows]
+
+
+def test_an_append_and_a_read_are_prepared_at_their_first_use_on_a_connection() -> None:
+    from psycopg_pool import ConnectionPool
+
+    table = unique_name("aniki_prepare")
+    try:
+        with ConnectionPool(postgres_dsn(), min_size=1, max_size=1, open=True) as pool:
+            session = PostgresSession("s", table=table, pool=pool)
+            session.add_message(Message(role="user", content="hi"))
+            session.add_messages(
+                [Message(role="assistant", content="a"), Message(role="user", content="b")]
+            )
+            fresh = PostgresSession("s", table=table, pool=pool)
+            assert [m.content for m in fresh.get_messages()] == ["hi", "a", "b"]
+            with pool.connection() as conn:
+                prepared = _prepared(conn, table)
+        # Each once, not after psycopg's default five uses: the single append, the batch
+        # append and the read.
+        assert sum("INSERT INTO" in text for text in prepared) == 2
+        assert sum(text.startswith("SELECT s.generation") for text in prepared) == 1
+    finally:
+        drop_postgres_tables(table)
+
+
+async def test_a_pool_that_turned_preparing_off_prepares_nothing() -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    table = unique_name("aniki_prepare")
+    options = {"prepare_threshold": None}
+    try:
+        async with AsyncConnectionPool(
+            postgres_dsn(), min_size=1, max_size=1, kwargs=options, open=False
+        ) as pool:
+            session = AsyncPostgresSession("s", table=table, pool=pool)
+            for n in range(8):
+                await session.add_message(Message(role="user", content=str(n)))
+            fresh = AsyncPostgresSession("s", table=table, pool=pool)
+            assert [m.content for m in await fresh.get_messages()] == [str(n) for n in range(8)]
+            async with pool.connection() as conn:
+                cursor = await conn.execute(
+                    "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                    (f"%{table}%",),
+                )
+                assert await cursor.fetchone() == (0,)
+    finally:
+        drop_postgres_tables(table)

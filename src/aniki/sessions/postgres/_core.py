@@ -118,7 +118,7 @@ class PostgresCore(FlowCore[Query]):
         else:
             statement = self._sql.append_one if len(messages) == 1 else self._sql.append
         alone = expected_mark(self) is None and not blobs
-        rows = yield Query(statement, params, alone=alone)
+        rows = yield Query(statement, params, alone=alone, prepare=True)
         if not rows:  # another message is last: nothing was written
             return False
         ((generation, count, last),) = rows
@@ -151,7 +151,7 @@ class PostgresCore(FlowCore[Query]):
         }
         statement = self._fused(after is not None, bool(tail), len(messages) == 1)
         alone = expected_mark(self) is None and not blobs
-        rows = yield Query(statement, params, alone=alone)
+        rows = yield Query(statement, params, alone=alone, prepare=True)
         if not rows:  # only with after: another message is last, nothing was written
             return None
         generation, count, last, generation_before, count_before = rows[0][:5]
@@ -203,7 +203,7 @@ class PostgresCore(FlowCore[Query]):
             # Nothing cached yet: fetch only the tail, not the whole history, so that a policy
             # over a freshly opened session costs the size of its window.
             params: dict[str, Any] = {"sid": self.id, "limit": limit}
-            tail = yield Query(self._sql.tail, params, alone=True)
+            tail = yield Query(self._sql.tail, params, alone=True, prepare=True)
             window = yield from self._messages([text for (text,) in reversed(tail)])
             if window is None:  # a blob went between the two statements: both again, at once
                 tail, blobs = yield from _blobs.again(self._blob_sql, self._sql.tail, params, 1)
@@ -212,7 +212,7 @@ class PostgresCore(FlowCore[Query]):
             return tuple(window)
         gen = -1 if cache.generation is None else cache.generation
         params = {"sid": self.id, "gen": gen, "after": cache.position}
-        rows = yield Query(self._sql.read, params, alone=True)
+        rows = yield Query(self._sql.read, params, alone=True, prepare=True)
         new = [(seq, text) for _, seq, text in rows if seq is not None]
         decoded = yield from self._messages([text for _, text in new])
         if decoded is None:  # as above

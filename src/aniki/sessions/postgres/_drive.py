@@ -18,11 +18,13 @@ have been committed, as with any connection lost before its reply.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -69,7 +71,11 @@ def drive(
             if not (alone or began):
                 transaction.enter_context(conn.transaction())
                 began = True
-            cursor.execute(step.statement, step.params, binary=step.binary)
+            if _first_use(conn, step):
+                with conn.pipeline():  # Parse, Bind and Execute: one round trip
+                    cursor.execute(step.statement, step.params, binary=step.binary, prepare=True)
+            else:
+                cursor.execute(step.statement, step.params, binary=step.binary)
             rows = cursor.fetchall() if cursor.rownumber is not None else []
             if step.commits and began:
                 began = False
@@ -101,7 +107,13 @@ async def adrive(
             if not (alone or began):
                 await transaction.enter_async_context(conn.transaction())
                 began = True
-            await cursor.execute(step.statement, step.params, binary=step.binary)
+            if _first_use(conn, step):
+                async with conn.pipeline():  # Parse, Bind and Execute: one round trip
+                    await cursor.execute(
+                        step.statement, step.params, binary=step.binary, prepare=True
+                    )
+            else:
+                await cursor.execute(step.statement, step.params, binary=step.binary)
             rows = await cursor.fetchall() if cursor.rownumber is not None else []
             if step.commits and began:
                 began = False
@@ -111,6 +123,36 @@ async def adrive(
             return rows
 
         return await _driver.adrive(flow, answer, answer(first))
+
+
+_PREPARED: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
+"""The statements marked ``prepare`` each connection has run (and so psycopg prepared)."""
+
+
+@functools.cache
+def _pipelines() -> bool:
+    """Whether this libpq has pipeline mode (14 or later); without, psycopg prepares a
+    statement at its default threshold."""
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())
+
+
+def _first_use(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], step: Query) -> bool:
+    """Whether ``step`` is a statement to prepare that ``conn`` has not run yet: it is then
+    prepared now, in a pipeline that sends the Parse with the execution (one round trip, not
+    two). Later uses find it prepared by psycopg. Should psycopg's cache have dropped it
+    since (it keeps ``prepared_max``), the next use prepares it again on its own; a
+    connection whose ``prepare_threshold`` is ``None`` prepares nothing either way."""
+    if not step.prepare or not _pipelines():
+        return False
+    done = _PREPARED.get(conn)
+    if done is None:
+        done = _PREPARED[conn] = set()
+    elif step.statement in done:
+        return False
+    done.add(step.statement)
+    return True
 
 
 def _check_alone(alone: bool, step: Query) -> None:

@@ -36,6 +36,13 @@ class Query:
     """The flow's transaction commits once this statement has run, and its next statements
     run in a new one (whose deadline starts afresh): how a prune works in short
     transactions. Meaningless for a step that is ``alone``."""
+    prepare: bool = False
+    """A statement of every turn (an append, a read): prepared on the server at its first
+    use on a connection, not at psycopg's default sixth. Until then each use is parsed and
+    planned afresh, which for an append costs the server more than the rest of the
+    statement; the Parse goes out with the first use (one round trip, see ``_drive``). A
+    connection whose ``prepare_threshold`` is ``None`` (prepared statements off, as behind a
+    transaction pooler) still prepares nothing."""
 
 
 Flow = Generator[Query, list[tuple[Any, ...]], T]

@@ -58,6 +58,7 @@ from ._attachments import decoded, fetch, records_and_blobs
 from ._catalog import CatalogCore
 from ._client import DEFAULT_TIMEOUT, check_url, import_redis
 from ._guarded import guarded, settled
+from ._plain import PLAIN_APPEND, plain_args
 from ._steps import RAW, Eval, Flow, Pipeline
 from ._steps import text as _text
 
@@ -131,9 +132,13 @@ class RedisCore(CatalogCore):
         message with that id: whether they were appended."""
         if not messages:
             return True
-        script = scripts.APPEND if after is None else scripts.APPEND_AFTER
-        args = self._append_args(messages, *(() if after is None else (after,)))
-        script, args = guarded(self, script, args)
+        batch = records_and_blobs(messages, apart=self.catalog is not None)
+        if after is None and batch[0] == 0:  # no attachment: the plain script (see _plain)
+            script, args = PLAIN_APPEND, plain_args(self, self.ttl_ms, new_token(), batch[1:])
+        else:
+            script = scripts.APPEND if after is None else scripts.APPEND_AFTER
+            args = self._append_args(batch, *(() if after is None else (after,)))
+            script, args = guarded(self, script, args)
         reply = yield Eval(script, self.write_keys, args)
         self.check(reply)
         settled(self, reply)
@@ -155,7 +160,8 @@ class RedisCore(CatalogCore):
         tail = limit if limit is not None and cache.generation is None else 0
         between: tuple[str | int, ...] = (cache.generation or "", cache.position, tail)
         script = scripts.APPEND_READ if after is None else scripts.APPEND_READ_AFTER
-        args = self._append_args(messages, *between, *(() if after is None else (after,)))
+        batch = records_and_blobs(messages, apart=self.catalog is not None)
+        args = self._append_args(batch, *between, *(() if after is None else (after,)))
         script, args = guarded(self, script, args)
         reply = yield Eval(script, self.write_keys, args)
         self.check(reply)
@@ -203,7 +209,8 @@ class RedisCore(CatalogCore):
         """:meth:`clear`, then :meth:`append`, in one script."""
         if not messages:
             return (yield from self.clear())
-        self.check((yield Eval(scripts.REPLACE, self.write_keys, self._append_args(messages))))
+        batch = records_and_blobs(messages, apart=self.catalog is not None)
+        self.check((yield Eval(scripts.REPLACE, self.write_keys, self._append_args(batch))))
         self.cache.reset()
 
     def get_meta(self, key: str) -> Flow[Any]:
@@ -249,14 +256,13 @@ class RedisCore(CatalogCore):
         return decoded(records, blobs, store=self.store)
 
     def _append_args(
-        self, messages: Sequence[Message], *between: str | int
+        self, batch: Sequence[str | int | bytes], *between: str | int
     ) -> tuple[bytes | str | int, ...]:
         """An append's ARGV: version, a fresh token, now (in microseconds, then in
-        milliseconds), the ttl, ``between`` (what the script takes besides), then the blobs
-        and the records (see ``_attachments``)."""
+        milliseconds), the ttl, ``between`` (what the script takes besides), then ``batch``:
+        the blobs and the records (from ``_attachments.records_and_blobs``)."""
         now = time.time_ns()
         head = (SCHEMA_VERSION, new_token(), str(now // 1000), now // 1_000_000, self.ttl_ms)
-        batch = records_and_blobs(messages, apart=self.catalog is not None)
         return (*head, *between, *batch)
 
 

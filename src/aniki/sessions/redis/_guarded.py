@@ -4,7 +4,8 @@ A guarded append runs its usual script with a check in front, in the same script
 same atomic step): the expected ``gen`` rides as the last argument, is taken off before the
 append reads its arguments, and when the session's ``gen`` differs (an undo or a clear made
 a new one, or none is left) the script returns :data:`MOVED` having written nothing. One
-``HGET`` more, no extra round trip.
+``HGET`` more, no extra round trip. (The plain append, ``_plain``, takes the expected ``gen``
+among its arguments and compares it with the one its info read returns: no command more.)
 """
 
 from __future__ import annotations

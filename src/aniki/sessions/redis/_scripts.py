@@ -3,8 +3,9 @@
 Every script runs over a session's four keys (``KEYS``: msgs, info, meta, batches; see
 ``_core``; a fork's over two sessions' eight), a write also over the prefix's set of all
 sessions when it keeps the catalog (see ``_index_lua``), with the schema version as
-``ARGV[1]``, and starts from the same prelude of helpers. A script is sent once and then run
-by its SHA-1 digest.
+``ARGV[1]``, and starts from the same prelude of helpers (but for the append of records that
+name no attachment, ``_plain``, which defines the helpers of its rare paths only on them). A
+script is sent once and then run by its SHA-1 digest.
 """
 
 from __future__ import annotations
@@ -46,7 +47,11 @@ class Script:
         Lua expression giving a refusal or nil, such as ``check_all()``), returning its
         refusal before the body runs."""
         check = f"local refused = {refuse}\nif refused then return refused end\n" if refuse else ""
-        source = _PRELUDE + helpers + check + body
+        return cls.bare(_PRELUDE + helpers + check + body)
+
+    @classmethod
+    def bare(cls, source: str) -> Script:
+        """The script ``source`` as it is, with no prelude (it defines what it uses)."""
         return cls(source, hashlib.sha1(source.encode()).hexdigest())
 
 
@@ -56,9 +61,7 @@ class Script:
 # record an undo or a fork must read is not JSON, always before its first write (a script that
 # fails halfway keeps what it wrote). The hot scripts (append and read) check a key by the first
 # command that touches it, run with pcall; the rest check every key up front with TYPE.
-_PRELUDE = (
-    """
-local kinds = {'list', 'hash', 'hash', 'zset'}
+_REFUSALS = """
 local function failed(reply)
   return type(reply) == 'table' and reply.err ~= nil
 end
@@ -75,6 +78,13 @@ local function newer(stored, i)
   if version > tonumber(ARGV[1]) then return {-1, stored, KEYS[i or 2]} end
   return nil
 end
+"""
+"""Defines ``failed(reply)``, ``refuse(i, reply)`` and ``newer(stored, i)``: how a script
+tells a refusal apart and makes one (the plain append's too, see ``_plain``)."""
+
+_PRELUDE = (
+    _REFUSALS
+    + """local kinds = {'list', 'hash', 'hash', 'zset'}
 local function check_all()
   for i = 1, #KEYS - #KEYS % 4 do
     local kind = redis.call('TYPE', KEYS[i]).ok

@@ -1,10 +1,7 @@
 """The SQLite database behind :class:`~aniki.sessions.SQLiteSession`: the connection, its
-transactions, the queries, and damage.
-
-One :class:`Database` (one connection and one lock) serves every session of a file in a
-process, so a thousand sessions do not hold a thousand connections. It is rebuilt after a
-``fork`` (a child never touches the parent's connection).
-
+transactions, the queries, and damage. One :class:`Database` (one connection and one lock)
+serves every session of a file in a process, so a thousand sessions do not hold a thousand
+connections; it is rebuilt after a ``fork`` (a child never touches the parent's connection).
 Opening checks the file first (:mod:`~aniki.sessions.sqlite._connect`): only an empty
 database or an aniki store that passes its checks is ever written.
 
@@ -37,6 +34,7 @@ from ._errors import DB_ERRORS, LOCKED_CODES, result_code, store_error
 from ._schema import damage_hint
 from ._sql import (
     APPEND,
+    APPEND_IF,
     BLOCK,
     DELETE_META,
     DROP_META,
@@ -45,7 +43,6 @@ from ._sql import (
     REGISTER,
     SESSION,
     SET_META,
-    SIZE,
     TAIL,
     appended,
 )
@@ -179,8 +176,7 @@ class Database:
 
     def refuse_if_damaged(self) -> None:
         """Raise :class:`~aniki.CorruptStoreError` when this file was found damaged before."""
-        found = DAMAGED.named(self._key)
-        if found is None:
+        if (found := DAMAGED.named(self._key)) is None:
             return
         if found[0] != identity_at(self.path):  # another file is at the path now
             DAMAGED.unname(self._key)
@@ -212,19 +208,23 @@ class Database:
             return self.session_row(row)[0]
 
     def append(
-        self, number: int, bodies: list[str], now: float, blobs: Mapping[str, bytes]
-    ) -> None:
+        self,
+        number: int,
+        bodies: list[str],
+        now: float,
+        blobs: Mapping[str, bytes],
+        generation: int | None = None,
+    ) -> bool:
         """Append encoded messages to session ``number``, with the ``blobs`` they name, in
-        one transaction.
-
-        One message (the hottest path there is) is one statement, and one statement is one
-        transaction: no ``BEGIN`` is needed, and SQLite takes the write lock (waiting up to
-        the timeout) before it reads the session's last key.
-        """
+        one transaction; with ``generation``, one message only if the session's is still
+        that (whether it was appended). One message (the hottest path there is) is one
+        statement, so one transaction: SQLite takes the write lock (waiting up to the
+        timeout) before it reads the session's last key."""
         if blobs:
             with self.transaction(write=True) as writing:
                 append_records(writing, number, bodies, blobs, now)
-            return
+            return True
+        stored = True
         with self.lock:
             if DAMAGED:
                 self.refuse_if_damaged()
@@ -232,8 +232,11 @@ class Database:
                 conn = self._conn
                 if conn is None or self._forks != fork_count():
                     conn = self.conn
-                if len(bodies) == 1:
-                    low = number * BLOCK
+                low = number * BLOCK
+                if generation is not None:
+                    row = (low, low + BLOCK, bodies[0], now, number, generation)
+                    stored = conn.execute(APPEND_IF, row).rowcount == 1
+                elif len(bodies) == 1:
                     conn.execute(APPEND, (low, low + BLOCK, bodies[0], now))
                 else:
                     append_all(conn, appended(number, bodies, now))
@@ -241,6 +244,7 @@ class Database:
                 self.fail(exc)
             if self._hasty:
                 self.patient()
+        return stored
 
     def read_after(
         self, session_id: str, generation: int | None, after: int
@@ -272,12 +276,6 @@ class Database:
         records = [(key, body) for _, key, body in rows if key is not None]
         self._check_records(records)
         return found, records, blobs
-
-    def size(self, session_id: str) -> int:
-        """How many messages the session holds (one seek)."""
-        with self.lock, self.errors():
-            row = self.conn.execute(SIZE, (session_id,)).fetchone()
-        return 0 if row is None else int(row[0])
 
     def read_tail(
         self, session_id: str, limit: int

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Mapping
+from typing import cast
 
 from ...errors import CorruptStoreError
 from ...messages import Message
 from .._blobs import join, refs
 from .._codec import decode_message
 from .._edits import FORK_SKIPPED_META, forked_count, taken
-from .._guard import admit, in_force
+from .._guard import HistoryMoved, admit, expected_mark, in_force
 from ._blobs import append_records, copy_links, fetch, unlink
 from ._db import Database
 from ._sql import BLOCK, DROP_TAGS, SESSION, clock
@@ -147,6 +148,11 @@ def append_rows(db: Database, number: int, bodies: list[str], blobs: Mapping[str
     now = clock()
     if not in_force():
         db.append(number, bodies, now, blobs)
+        return
+    generation = expected_mark((db, number))  # None: the run's first write records it
+    if generation is not None and len(bodies) == 1 and not blobs:
+        if not db.append(number, bodies, now, blobs, cast(int, generation)):
+            raise HistoryMoved
         return
     with db.transaction(write=True) as conn:
         _admit(conn, db, number)

@@ -17,6 +17,7 @@ import time
 __all__ = [
     "ADD_TAG",
     "APPEND",
+    "APPEND_IF",
     "BLOCK",
     "COUNT",
     "DELETE_META",
@@ -43,6 +44,11 @@ BLOCK = 1 << 32
 APPEND = (  # the key after the session's last one: a single backward seek
     "INSERT INTO aniki_messages (key, body, created_at) VALUES (coalesce((SELECT key"
     " FROM aniki_messages WHERE key > ?1 AND key < ?2 ORDER BY key DESC LIMIT 1), ?1) + 1, ?3, ?4)"
+)
+APPEND_IF = (  # APPEND, made only while session ?5's generation is ?6 (a run's later writes)
+    "INSERT INTO aniki_messages (key, body, created_at) SELECT coalesce((SELECT key"
+    " FROM aniki_messages WHERE key > ?1 AND key < ?2 ORDER BY key DESC LIMIT 1), ?1) + 1, ?3, ?4"
+    " WHERE (SELECT generation FROM aniki_sessions WHERE number = ?5) = ?6"
 )
 REGISTER = "INSERT OR IGNORE INTO aniki_sessions (id) VALUES (?)"
 SESSION = "SELECT number, generation FROM aniki_sessions WHERE id = ?"

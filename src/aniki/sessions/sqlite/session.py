@@ -68,7 +68,7 @@ from ._edits import append_after, append_rows, fork_rows, undo_rows
 from ._info import read_info, write_info
 from ._options import DEFAULT_TIMEOUT, absolute_path, checked_options
 from ._pages import read_page
-from ._sql import clock
+from ._sql import SIZE, clock
 
 T = TypeVar("T")
 
@@ -76,6 +76,13 @@ __all__ = ["SQLiteSession"]
 
 _OWN_LIMIT = 4096
 _FIRST_READ_NOW = 500
+
+
+def _size(db: Database, session_id: str) -> int:
+    """How many messages the session holds (one seek)."""
+    with db.lock, db.errors():
+        row = db.conn.execute(SIZE, (session_id,)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _decode_meta(db: Database, text: str) -> Any:
@@ -201,7 +208,7 @@ class SQLiteSession(Closing):
         db = self._database
         if self._read_once:
             return db.now(work)
-        return db.now(work, lambda: db.size(self._id) <= _FIRST_READ_NOW)
+        return db.now(work, lambda: _size(db, self._id) <= _FIRST_READ_NOW)
 
     def _page(self, start: int, limit: int) -> Page:
         """Messages ``start`` to ``start + limit`` in one read transaction (see

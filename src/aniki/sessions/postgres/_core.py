@@ -4,18 +4,15 @@ The tables and the statements over them are in ``_sql`` (their set-up in ``_sche
 and undo in ``_edits``; info, listing and retention in ``_catalog``.
 
 Why appends stay in order without a timestamp: an append (one statement) first upserts the
-session's row, which locks it until commit, and only then takes its ``seq`` values. Appends to
-one session are thus serialized and commit in ``seq`` order, so a reader that has seen
-``seq <= n`` can ask for ``seq > n`` and miss nothing. A read returns the session's
-``generation`` in the same statement (one snapshot): when another process cleared the session
-since, it differs and the whole history is read instead.
+session's row, which locks it until commit, and only then takes its ``seq`` values: appends to
+one session commit in ``seq`` order, so a reader that has seen ``seq <= n`` can ask for ``seq >
+n`` and miss nothing. A read returns the session's ``generation`` in the same statement (one
+snapshot): when another process cleared the session since, the whole history is read again.
 
-A run's answers are appended under its turn guard (see :mod:`aniki.sessions._guard`): the
-append statement then runs in a transaction, and the generation it returns, read under the
-row lock its upsert took (so an undo or a clear that committed first shows), must be the one
-the run's question was stored under; when not, the flow raises and the append rolls back.
-BEGIN and COMMIT cost two round trips more; nothing more is read.
-
+A run's answers are appended under its turn guard (:mod:`aniki.sessions._guard`): once its
+first write learned the generation, an append without attachments updates the session's row
+only while it holds that generation (one statement checks and writes); any other runs in a
+transaction that the flow rolls back when the generation returned is not the run's.
 Attachment bytes are kept apart from the records, once per content (``_blobs``): an append
 whose messages carry none, and a read of records naming none, run as they would without.
 
@@ -39,7 +36,7 @@ from .._blobs import MARK
 from .._catalog import InfoChange, Listing
 from .._codec import decode_message, decode_meta, encode_meta
 from .._flow_store import FlowCore
-from .._guard import admit, expected_mark
+from .._guard import HistoryMoved, admit, expected_mark
 from .._history_cache import HistoryCache
 from .._pages import Page
 from ..base import SessionInfo
@@ -71,8 +68,7 @@ def check_timeout(timeout: object) -> float:
     return check_seconds(timeout, name="timeout", waits_for="PostgreSQL")
 
 
-# Tables already created (and their version checked) by this process: (conninfo, table).
-_READY: set[tuple[str, str]] = set()
+_READY: set[tuple[str, str]] = set()  # (conninfo, table) set up and checked by this process
 
 
 class PostgresCore(FlowCore[Query]):
@@ -117,9 +113,11 @@ class PostgresCore(FlowCore[Query]):
             statement = self._sql.append_after
         else:
             statement = self._sql.append_one if len(messages) == 1 else self._sql.append
-        alone = expected_mark(self) is None and not blobs
+        statement, alone = self._guard(statement, params, bool(blobs))
         rows = yield Query(statement, params, alone=alone, prepare=True)
-        if not rows:  # another message is last: nothing was written
+        if not rows:  # another message is last, or (guarded) the history moved: none written
+            if "expect" in params:
+                raise HistoryMoved
             return False
         ((generation, count, last),) = rows
         admit(self, generation)  # under a turn guard: refused, it rolls the append back
@@ -150,9 +148,11 @@ class PostgresCore(FlowCore[Query]):
             "limit": limit,
         }
         statement = self._fused(after is not None, bool(tail), len(messages) == 1)
-        alone = expected_mark(self) is None and not blobs
+        statement, alone = self._guard(statement, params, bool(blobs))
         rows = yield Query(statement, params, alone=alone, prepare=True)
-        if not rows:  # only with after: another message is last, nothing was written
+        if not rows:  # another message is last, or (guarded) the history moved: none written
+            if "expect" in params:
+                raise HistoryMoved
             return None
         generation, count, last, generation_before, count_before = rows[0][:5]
         admit(self, generation)  # under a turn guard: refused, it rolls the append back
@@ -177,6 +177,16 @@ class PostgresCore(FlowCore[Query]):
             cache.extend(window, earlier[-1][0])
         cache.extend(messages, last)
         return cache.view(limit)
+
+    def _guard(self, statement: bytes, params: dict[str, Any], blobs: bool) -> tuple[bytes, bool]:
+        """The statement and whether it runs alone: under a guard that knows the generation,
+        one without blobs or ``after`` checks it (``expect``); any other guarded append runs
+        in a transaction that :func:`admit` rolls back."""
+        mark = expected_mark(self)
+        if mark is None or blobs or (guarded := self._sql.guarded.get(statement)) is None:
+            return statement, mark is None and not blobs
+        params["expect"] = mark
+        return guarded, True
 
     def _fused(self, after: bool, tail: bool, one: bool) -> bytes:
         """The statement of an append read back: after a named message, of the tail only,

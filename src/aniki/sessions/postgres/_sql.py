@@ -87,6 +87,8 @@ class Statements:
     copy_messages: bytes
     copy_meta: bytes
     cut: bytes
+    guarded: dict[bytes, bytes]
+    """For each append without ``after``, its guarded variant (:func:`_guarded`)."""
 
 
 # The CTEs of an append; {placeholders} are the quoted table names.
@@ -116,6 +118,24 @@ _BATCH = (
     " ORDER BY batch.position"
 )
 _ONE = " SELECT %(sid)s, %(record)s FROM s"
+
+
+# Under a run's turn guard (aniki.sessions._guard), a later append lands only while the
+# session's generation is still %(expect)s: the upsert of its row becomes an UPDATE that
+# holds only then (a clear deletes the row, an undo changes the generation), so no row back
+# means nothing was written, and the check costs no transaction of its own.
+_UPSERT = _APPEND[len("WITH s AS (") : _APPEND.index("), m AS (")]
+_GUARDED_UPDATE = (
+    " UPDATE {sessions} AS s SET message_count = s.message_count + %(n)s,"
+    " updated_at = greatest(s.updated_at, now())"
+    " WHERE s.session_id = %(sid)s AND s.generation = %(expect)s"
+    " RETURNING generation, message_count"
+)
+
+
+def _guarded(text: str) -> str:
+    assert text.count(_UPSERT) == 1
+    return text.replace(_UPSERT, _GUARDED_UPDATE)
 
 
 def _for_one(text: str) -> str:
@@ -253,7 +273,16 @@ def statements(table: str) -> Statements:
         " ORDER BY r.seq DESC"
     )
 
+    plain = {
+        "append": append,
+        "append_one": _for_one(append),
+        "append_read": append_read,
+        "append_read_one": _for_one(append_read),
+        "append_tail": append_tail,
+        "append_tail_one": _for_one(append_tail),
+    }
     return Statements(
+        guarded={q(text): q(_guarded(text)) for text in plain.values()},
         regclass_names=regclass_names(table),
         # One statement, so one round trip and, on an autocommit connection, its own
         # transaction. The messages' insert reads the session's row from the upsert, so the

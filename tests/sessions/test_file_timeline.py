@@ -396,3 +396,24 @@ def test_a_writer_killed_at_any_point_leaves_pages_that_list_what_the_directory_
         whole = store.list_sessions()  # from the directory
         for size in (1, 3):
             assert _pages(store, size) == whole
+
+
+def test_a_session_reported_newer_than_its_file_is_paged_in_its_place(tmp_path: Path) -> None:
+    # Where the file system's clock is coarser than Python's, a session written within one of
+    # its ticks reports its first message's own time, a little after its file's time.
+    store = FileStore(tmp_path)
+    store.session("older").add_message(_user("1"))
+    newer = store.session("newer")
+    newer.add_message(_user("2"))
+    stamped = newer.get_messages()[0].created_at
+    assert stamped is not None
+    first = int(stamped.timestamp() * 1e9)
+    for stem, behind in (("older", 2_000_000), ("newer", 4_000_000)):
+        os.utime(tmp_path / (file_stem(stem) + ".jsonl"), ns=(first, first - behind))
+    whole = store.list_sessions()
+    assert [info.id for info in whole] == ["newer", "older"]
+    assert whole[0].updated_at == stamped
+    for size in (1, 2):
+        assert _pages(store, size) == whole
+    later = store.list_sessions(updated_after=stamped - timedelta(microseconds=1))
+    assert [info.id for info in later] == ["newer"]

@@ -53,6 +53,13 @@ _REOPENS = 100
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
+SKEW = timedelta(milliseconds=20)
+"""How much later than its file's time a session's ``updated_at`` may be: a session written
+within one tick of the file system's clock of its first message reports that message's time,
+stamped by Python's finer clock before the write (see ``_info``); a tick is at most 10 ms.
+Candidates come in the order of their files' times, so a page reads on while the next could
+still be reported newer than its last, and the time filters give way by as much."""
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -141,8 +148,9 @@ def _by_time(directory: Path, listing: Listing, *, durable: bool) -> Iterable[Ca
     """Every session, newest first, from the index by update time; without that index, from
     the directory, indexing it on the way (see :mod:`~._timeline`)."""
     if _timeline.built(directory):
-        since = listing.updated_after
-        after = None if since is None else (since - _EPOCH) // timedelta(microseconds=1) * 1000
+        since, after = listing.updated_after, None
+        if since is not None:  # in ns, as the files' times
+            after = (since - SKEW - _EPOCH) // timedelta(microseconds=1) * 1000
         want = math.inf if listing.limit is None else listing.limit
         walk = _timeline.newest(directory, want=want, since=after)
         return (_candidate(stem, modified, ()) for modified, stem in walk)
@@ -240,16 +248,16 @@ def list_sessions(
         found = sorted(
             candidates(directory, listing.owner, listing.tag, timed=not whole), key=_newest_first
         )
-    if listing.updated_after is not None:
-        found = (c for c in found if c.when > listing.updated_after)
+    if listing.updated_after is not None:  # select() applies it to the times reported
+        found = (c for c in found if c.when > listing.updated_after - SKEW)
     if listing.cursor is not None:  # what is newer than the cursor came on a page before
         found = (c for c in found if c.when <= listing.cursor[0])
     every = replace(listing, limit=None)
     page: list[SessionInfo] = []
     last: datetime | None = None  # the time of the candidate that filled the page
     for candidate in found:
-        if last is not None and candidate.when != last:
-            break  # the page is full, and no candidate left may tie with its last one
+        if last is not None and candidate.when < last - SKEW:
+            break  # the page is full, and no candidate left may be reported as new as its last
         info = _read(directory, candidate, listing, timeout, problems)
         if info is not None and (plain or select([info], every)):
             page.append(info)

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from aniki import CorruptStoreError, Message
-from aniki.sessions import SQLiteSession
+from aniki.sessions import FileSession, SQLiteSession
+from aniki.sessions._codec import decode_records, encode_message
 
 
 @pytest.fixture
@@ -70,4 +71,28 @@ def test_the_collector_runs_again_after_a_read_that_failed(tmp_path: Path) -> No
         conn.execute("UPDATE aniki_messages SET body = '{not json' WHERE key % 4294967296 = 5")
     with pytest.raises(CorruptStoreError, match="cannot be read"):
         SQLiteSession("long", path).get_messages()
+    assert gc.isenabled()
+
+
+def test_a_long_first_read_of_a_session_file_runs_no_collection(
+    tmp_path: Path, collections: list[int]
+) -> None:
+    FileSession("long", tmp_path).add_messages(
+        [Message("user" if i % 2 == 0 else "assistant", f"message {i}") for i in range(5_000)]
+    )
+    session = FileSession("long", tmp_path)
+    gc.collect()
+    collections.clear()
+    assert len(session.get_messages()) == 5_000
+    assert collections in ([], [0])
+    assert gc.isenabled()
+
+
+def test_many_records_decode_with_the_collector_paused(collections: list[int]) -> None:
+    records = [encode_message(Message("user", f"message {i}")) for i in range(5_000)]
+    gc.collect()
+    collections.clear()
+    decoded = decode_records(records, store="test")
+    assert [m.content for m in decoded[:2]] == ["message 0", "message 1"]
+    assert collections in ([], [0])
     assert gc.isenabled()

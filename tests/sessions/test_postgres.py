@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 from aniki import Message, SchemaVersionError, StoreError, StoreUnavailableError, UserError
-from aniki.sessions import open_store
+from aniki.sessions import _codec, open_store
 from aniki.sessions.postgres import AsyncPostgresSession, PostgresSession
 from aniki.sessions.postgres import _core as _postgres_core
 from aniki.sessions.postgres import _sql as _postgres_sql
@@ -97,7 +97,7 @@ def test_a_cached_reader_decodes_only_new_messages(
     reader, writer = store.open("s"), store.open("s")
     store.add(writer, *[f"m{i}" for i in range(50)])
     assert len(store.read(reader)) == 50
-    decoded = counting(monkeypatch, _postgres_core, "decode_message")
+    decoded = counting(monkeypatch, _codec, "decode_message")  # through decode_records
     store.add(writer, "new 1", "new 2")
     assert store.read(reader)[-3:] == ["m49", "new 1", "new 2"]
     assert len(decoded) == 2
@@ -222,7 +222,7 @@ def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
     store: Opener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.add(store.open("s"), *[f"m{i}" for i in range(200)])
-    decoded = counting(monkeypatch, _postgres_core, "decode_message")
+    decoded = counting(monkeypatch, _codec, "decode_message")  # through decode_records
     reader = store.open("s")
     assert store.read(reader, limit=3) == ["m197", "m198", "m199"]
     assert len(decoded) == 3

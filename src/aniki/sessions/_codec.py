@@ -26,12 +26,14 @@ from ..messages import Message
 from ..reports import ContextReport
 from ..usage import Usage
 from ._codec_fast import ROLE_NAMES, encodes, moment, read_at, read_batch, usage_of
+from ._gc import MANY, paused
 
 __all__ = [
     "MAX_META_DEPTH",
     "SCHEMA_VERSION",
     "decode_message",
     "decode_messages",
+    "decode_records",
     "decode_meta",
     "encode_batch",
     "encode_message",
@@ -133,6 +135,13 @@ def decode_message(text: str | bytes, *, store: str) -> Message:
         except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise _corrupt(text, exc, store) from exc
     return _from_data(data, text, store)
+
+
+def decode_records(texts: list[str], *, store: str) -> list[Message]:
+    """The messages stored as ``texts``, one record each, with the garbage collector paused
+    when they are many (see :mod:`aniki.sessions._gc`)."""
+    with paused(len(texts) >= MANY):
+        return [decode_message(text, store=store) for text in texts]
 
 
 def decode_messages(text: str | bytes, *, store: str) -> list[Message]:

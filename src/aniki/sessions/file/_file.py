@@ -4,8 +4,7 @@ found in it.
 
 The session class checks and encodes; everything that touches the file goes through this
 object, and so do :mod:`~aniki.sessions.file._edits` (fork, undo, import),
-:mod:`~aniki.sessions.file._meta` (derived state, clear) and
-:mod:`~aniki.sessions.file._pages`.
+:mod:`~aniki.sessions.file._meta` (derived state, clear) and :mod:`~._pages`.
 
 The descriptor is reopened in a forked child (it never uses its parent's) and when another
 file was put at the path (:class:`~._io.Replaced`, see :mod:`~aniki.sessions.file._edits`).
@@ -29,6 +28,7 @@ from ...messages import Message
 from .._args import Durability
 from .._codec import decode_messages
 from .._fork import count as fork_count
+from .._gc import paused
 from .._guard import admit, in_force
 from .._history_cache import HistoryCache
 from .._local_file import DAMAGED, Identity, identity, reason_of
@@ -275,7 +275,8 @@ class SessionFile:
             if complete < len(data) and not same_file(fd, self.path):
                 raise Replaced  # the torn line is the mark of a file replaced (see _edits)
             if complete:
-                cache.extend(self._decoded(fd, data[: complete - 1], offset), offset + complete)
+                with paused(offset == start):  # a first read: maybe a long history (see _gc)
+                    cache.extend(self._decoded(fd, data[: complete - 1], offset), offset + complete)
         if offset == start and DAMAGED:  # the whole file read well: it was repaired in place
             DAMAGED.forget(identity(fd))
 

@@ -34,7 +34,7 @@ from ...messages import Message
 from .._args import check_meta_key, check_seconds, check_session_id
 from .._blobs import MARK
 from .._catalog import InfoChange, Listing
-from .._codec import decode_message, decode_meta, encode_meta
+from .._codec import decode_meta, decode_records, encode_meta
 from .._flow_store import FlowCore
 from .._guard import HistoryMoved, admit, expected_mark
 from .._history_cache import HistoryCache
@@ -202,7 +202,7 @@ class PostgresCore(FlowCore[Query]):
         """The messages ``texts`` hold, with the blobs they name (read in one more statement
         when one does); ``None`` when such a blob went since the rows were read."""
         if not any(MARK in text for text in texts):
-            return [decode_message(text, store=self.store) for text in texts]
+            return decode_records(texts, store=self.store)
         return (yield from _blobs.load(self._blob_sql, texts, store=self.store))
 
     def read(self, limit: int | None) -> Flow[tuple[Message, ...]]:

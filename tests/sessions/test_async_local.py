@@ -39,6 +39,7 @@ from aniki.sessions.file import _io as file_io
 from aniki.sessions.file import _meta as file_meta
 from aniki.sessions.policies._summary import SUMMARY_KEY
 from aniki.sessions.sqlite import _db as _sqlite_db
+from aniki.sessions.sqlite import session as _sqlite_session
 from aniki.testing import MockProvider
 from aniki.tokens import EstimatingCounter
 
@@ -228,8 +229,10 @@ async def test_no_store_call_that_may_wait_runs_on_the_event_loop_thread(
         monkeypatch.setattr(owner, name, recorded)
 
     if kind == "sqlite":
-        for name in ("register", "append", "read_after", "read_tail"):
+        for name in ("register", "append"):
             record(_sqlite_db.Database, name)
+        for name in ("read_after", "read_tail"):
+            record(_sqlite_session, name)
         for name in ("clear", "get_meta", "set_meta", "swap_meta", "close"):
             record(_sqlite_db.Database, name)
     else:

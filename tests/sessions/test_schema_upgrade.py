@@ -219,7 +219,7 @@ def test_a_version_1_sqlite_file_migrates_on_open_keeping_every_row(
     session = open_session("beta")
     assert session.get_messages() == WRITTEN["beta"]
     session.close()
-    assert version() == sqlite_schema.schema_version() == 5
+    assert version() == sqlite_schema.schema_version() == 6
     with sqlite3.connect(tmp_path / "chats.db") as conn:
         for table in tables[:2]:
             assert conn.execute(f"SELECT * FROM {table}").fetchall() == before[table]

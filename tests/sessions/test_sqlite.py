@@ -8,7 +8,6 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -182,13 +181,18 @@ def test_bad_arguments_are_user_errors(tmp_path: Path) -> None:
 def decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every record the SQLite store decodes, in order."""
     seen: list[str] = []
-    real = decode_module.decode_message
+    real, real_compact = decode_module.decode_message, decode_module.read_compact
 
     def counting(text: str, *, store: str) -> Message:
         seen.append(text)
         return real(text, store=store)
 
+    def counting_compact(text: str, store: str) -> Message:
+        seen.append(text)
+        return real_compact(text, store)
+
     monkeypatch.setattr(decode_module, "decode_message", counting)
+    monkeypatch.setattr(decode_module, "read_compact", counting_compact)
     return seen
 
 
@@ -331,22 +335,13 @@ def test_each_durability_sets_the_matching_synchronous_mode(
 
 
 def test_a_limited_read_on_a_fresh_instance_decodes_only_the_tail(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, decodes: list[str]
 ) -> None:
-    import aniki.sessions.sqlite._decode as sqlite_module
-
     path = tmp_path / "tail.db"
     writer = SQLiteSession("long", path=path)
     writer.add_messages({"role": "user", "content": f"m{i}"} for i in range(1000))
     writer.close()
-    decoded: list[str] = []
-    real = sqlite_module.decode_message
-
-    def counting(body: str, **kwargs: Any) -> Any:
-        decoded.append(body)
-        return real(body, **kwargs)
-
-    monkeypatch.setattr(sqlite_module, "decode_message", counting)
+    decoded = decodes
     reader = SQLiteSession("long", path=path)
     assert [m.content for m in reader.get_messages(limit=3)] == ["m997", "m998", "m999"]
     assert len(decoded) == 3

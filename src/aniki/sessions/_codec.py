@@ -4,7 +4,9 @@ JSON text, and back.
 * A message is stored as compact JSON text of :meth:`~aniki.Message.to_dict` (one line:
   JSON escapes every control character, NUL and newlines included, so the text is also
   safe for JSON-lines files and for PostgreSQL ``text``). :func:`decode_message` turns it
-  back, raising :class:`~aniki.CorruptStoreError` naming the store when it cannot.
+  back, raising :class:`~aniki.CorruptStoreError` naming the store when it cannot. It also
+  reads the compact record of a text message (:mod:`._codec_compact`), which the SQLite
+  store writes.
 * Derived-state values (``set_meta``) are stored the same way: any JSON-safe value.
 * :data:`SCHEMA_VERSION` is the layout version every store records beside its data.
 
@@ -25,7 +27,8 @@ from ..errors import CorruptStoreError, UserError
 from ..messages import Message
 from ..reports import ContextReport
 from ..usage import Usage
-from ._codec_fast import ROLE_NAMES, encodes, moment, read_at, read_batch, usage_of
+from ._codec_compact import COMPACT, read_compact
+from ._codec_fast import ROLE_NAMES, corrupt, encodes, moment, read_at, read_batch, usage_of
 from ._gc import MANY, paused
 
 __all__ = [
@@ -120,6 +123,8 @@ def decode_message(text: str | bytes, *, store: str) -> Message:
     except ValueError:  # bad UTF-8: json.loads below words the error
         plain = ""
     else:
+        if plain[:1] == COMPACT:
+            return read_compact(plain, store)
         found = read_at(plain, 0)  # a text message, read without the JSON parser
         if found is not None and found[1] == len(plain):
             return found[0]
@@ -133,7 +138,7 @@ def decode_message(text: str | bytes, *, store: str) -> Message:
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
-            raise _corrupt(text, exc, store) from exc
+            raise corrupt(text, exc, store) from exc
     return _from_data(data, text, store)
 
 
@@ -160,9 +165,9 @@ def decode_messages(text: str | bytes, *, store: str) -> list[Message]:
     try:
         items = json.loads(text)
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
-        raise _corrupt(text, exc, store) from exc
+        raise corrupt(text, exc, store) from exc
     if not isinstance(items, list):
-        raise _corrupt(text, TypeError("a stored batch must be a JSON array"), store)
+        raise corrupt(text, TypeError("a stored batch must be a JSON array"), store)
     return [_from_data(item, text, store) for item in items]
 
 
@@ -187,7 +192,7 @@ def _from_data(data: Any, text: str | bytes, store: str) -> Message:
             raise TypeError(f"a stored message must be a JSON object, not {type(data).__name__}")
         return Message.from_dict(data)
     except (ValueError, TypeError, RecursionError) as exc:  # ValidationError is a ValueError
-        raise _corrupt(text, exc, store) from exc
+        raise corrupt(text, exc, store) from exc
 
 
 def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None:
@@ -237,16 +242,6 @@ def _plain_text(data: dict[str, Any], role: str, content: str) -> Message | None
     if known != len(data):
         return None
     return _make(role, content, ident, when, model, counted, report)
-
-
-def _corrupt(text: str | bytes, exc: Exception, store: str) -> CorruptStoreError:
-    shown = text[:80] if isinstance(text, str) else text[:80].decode("utf-8", "replace")
-    said = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]
-    return CorruptStoreError(
-        f"a stored message cannot be read ({said}); the record starts {shown!r}. "
-        "The store was changed by something other than aniki; restore it from a backup",
-        store=store,
-    )
 
 
 MAX_META_DEPTH = 200

@@ -23,11 +23,21 @@ from dataclasses import fields
 from datetime import datetime
 
 from .._report_record import report_from_record
+from ..errors import CorruptStoreError
 from ..messages import Message, ToolCall
 from ..reports import ContextReport
 from ..usage import Usage
 
-__all__ = ["ROLE_NAMES", "encodes", "moment", "read_at", "read_batch", "usage_of"]
+__all__ = [
+    "ROLE_NAMES",
+    "TIMES",
+    "corrupt",
+    "encodes",
+    "moment",
+    "read_at",
+    "read_batch",
+    "usage_of",
+]
 
 ROLE_NAMES = {role: role for role in ("system", "user", "assistant", "tool")}
 """Each role once: a message read back holds this string, not a copy of its own."""
@@ -50,10 +60,10 @@ _scan: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: 
 _value = json.JSONDecoder().raw_decode
 _make = Message._text
 _USAGE_KEYS = frozenset(spec.name for spec in fields(Usage))
-_TIMES: dict[str, datetime] = {}
+TIMES: dict[str, datetime] = {}
 """Times read lately, by their text: the messages a store took at once share one time,
-parsed once and kept once. Emptied when it holds :data:`_TIMES_KEPT` of them."""
-_TIMES_KEPT = 4096
+parsed once and kept once. Emptied when it holds :data:`TIMES_KEPT` of them."""
+TIMES_KEPT = 4096
 
 
 def read_batch(text: str) -> list[Message] | None:
@@ -104,7 +114,7 @@ def read_at(text: str, start: int) -> tuple[Message, int] | None:
     end = tail.end()
     when = None
     if ident is not None:
-        when = _TIMES.get(at) or moment(at)  # the cache asked here first: no call when it knows
+        when = TIMES.get(at) or moment(at)  # the cache asked here first: no call when it knows
         if when is None:
             return None
     elif then == "}":  # written before stores assigned ids
@@ -186,7 +196,7 @@ def usage_of(counts: object) -> Usage | None:
 
 def moment(text: str) -> datetime | None:
     """``created_at`` read from its text, or ``None`` when it is not a time with an offset."""
-    when = _TIMES.get(text)
+    when = TIMES.get(text)
     if when is None:
         try:
             when = datetime.fromisoformat(text)
@@ -194,9 +204,9 @@ def moment(text: str) -> datetime | None:
             return None
         if when.tzinfo is None:
             return None
-        if len(_TIMES) >= _TIMES_KEPT:
-            _TIMES.clear()
-        _TIMES[text] = when
+        if len(TIMES) >= TIMES_KEPT:
+            TIMES.clear()
+        TIMES[text] = when
     return when
 
 
@@ -207,3 +217,14 @@ def encodes(text: str) -> bool:
     except UnicodeEncodeError:  # Message's own check words the error
         return False
     return True
+
+
+def corrupt(text: str | bytes, exc: Exception, store: str) -> CorruptStoreError:
+    """The error for a record that is not a message: what is wrong, and how it starts."""
+    shown = text[:80] if isinstance(text, str) else text[:80].decode("utf-8", "replace")
+    said = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]
+    return CorruptStoreError(
+        f"a stored message cannot be read ({said}); the record starts {shown!r}. "
+        "The store was changed by something other than aniki; restore it from a backup",
+        store=store,
+    )

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from ...messages import Message
 from .._blobs import named, refs, split_batch
 from .._codec import encode_message
+from .._codec_compact import compact_record
 from ._sql import APPEND, BLOCK, DROP_META, DROP_TAGS, EMPTIED, appended
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "copy_links",
     "empty",
     "fetch",
+    "record_of",
     "records_of",
     "unlink",
     "with_blobs",
@@ -62,13 +64,19 @@ NO_BLOBS: Mapping[str, bytes] = MappingProxyType({})
 """The blobs of records that name none."""
 
 
+def record_of(message: Message) -> str:
+    """The record to store for ``message``, which has no attachments: the compact record of
+    a text message (:mod:`aniki.sessions._codec_compact`), the JSON record of any other."""
+    return compact_record(message) or encode_message(message)
+
+
 def records_of(batch: Sequence[Message]) -> tuple[list[str], Mapping[str, bytes]]:
     """The records to store for ``batch`` and the blobs they name (attachment bytes kept
     apart, once per content); a batch without attachments costs one encoding per message."""
     for message in batch:
         if message.attachments:
             return split_batch(batch)
-    return [encode_message(message) for message in batch], NO_BLOBS
+    return [record_of(message) for message in batch], NO_BLOBS
 
 
 def append_records(

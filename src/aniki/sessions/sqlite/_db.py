@@ -20,15 +20,14 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeAlias, TypeVar
 
 from ...errors import CorruptStoreError
 from .._args import Durability
-from .._blobs import MARK
 from .._fork import count as fork_count
 from .._local_file import DAMAGED, identity_at, reason_of
 from .._now import LATER, NOT_NOW, NotNow, WouldWait
-from ._blobs import NO_BLOBS, append_all, append_records, empty, with_blobs
+from ._blobs import append_all, append_records, empty
 from ._connect import connect
 from ._errors import DB_ERRORS, LOCKED_CODES, result_code, store_error
 from ._schema import damage_hint
@@ -39,15 +38,17 @@ from ._sql import (
     DELETE_META,
     DROP_META,
     GET_META,
-    READ,
     REGISTER,
+    ROW_ID,
     SESSION,
     SET_META,
-    TAIL,
     appended,
 )
 
-__all__ = ["BLOCK", "Database", "database_for"]
+__all__ = ["BLOCK", "Database", "Row", "database_for"]
+
+Row: TypeAlias = tuple[Any, ...]
+"""A row a read fetched: its last two columns are a message's key and its record."""
 
 T = TypeVar("T")
 
@@ -74,6 +75,8 @@ class Database:
         self._conn: sqlite3.Connection | None = None
         self._closer: weakref.finalize[[sqlite3.Connection], Database] | None = None
         self._hasty = False  # trying a call now: a wait gives up (WouldWait) until a write
+        self._quick = False  # the connection's busy timeout is 0 (see now)
+        self._patience = f"PRAGMA busy_timeout = {int(timeout * 1000)}"
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -88,16 +91,23 @@ class Database:
             except CorruptStoreError as exc:
                 self.damaged(exc)
                 raise
-            self._conn, self._forks = conn, fork_count()
+            self._conn, self._forks, self._quick = conn, fork_count(), False
             # A connection sits in a reference cycle with its statement cache, so without this
             # it would stay open (holding WAL locks) until the garbage collector ran.
             self._closer = weakref.finalize(self, _close, conn)
+        elif self._quick and not self._hasty:
+            self._wait_again()
         return self._conn
 
     def now(self, work: Callable[[], T], ready: Callable[[], bool] | None = None) -> T | NotNow:
         """``work()`` at once on this thread, or ``NOT_NOW`` having run nothing (the connection
         is busy or not open, each commit waits for the disk, or ``ready()`` says no); until
-        it first writes, a lock held elsewhere stops it (see :mod:`aniki.sessions._now`)."""
+        it first writes, a lock held elsewhere stops it (see :mod:`aniki.sessions._now`).
+
+        Such a call runs with the connection's busy timeout at 0, which it keeps afterwards:
+        the next call tried now needs no statement to set it again, and any statement run
+        otherwise (on a worker thread, or after the call's first write) sets the timeout
+        back first (:attr:`conn`)."""
         if self._durability == "full":
             return NOT_NOW
         if not self.lock.acquire(blocking=False):
@@ -105,29 +115,33 @@ class Database:
         try:
             if (conn := self._conn) is None or self._forks != fork_count():
                 return NOT_NOW
-            try:
-                conn.execute("PRAGMA busy_timeout = 0")
-            except DB_ERRORS:
-                return NOT_NOW
+            if not self._quick:
+                try:
+                    conn.execute("PRAGMA busy_timeout = 0")
+                except DB_ERRORS:
+                    return NOT_NOW
+                self._quick = True
             self._hasty = True
             try:
                 return work() if ready is None or ready() else NOT_NOW
             except WouldWait:
                 return NOT_NOW
             finally:
-                self.patient()
+                self._hasty = False
         finally:
             self.lock.release()
 
-    def patient(self) -> None:
-        """Wait for locks again, up to the timeout: a call tried now has written."""
-        if not self._hasty:
-            return
+    def wrote(self) -> None:
+        """A call tried now has written: from here on its statements wait for locks again,
+        up to the timeout (:attr:`conn` sets it back before the next one)."""
         self._hasty = False
+
+    def _wait_again(self) -> None:
+        self._quick = False
         conn = self._conn
         if conn is not None:
             with suppress(sqlite3.Error):
-                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+                conn.execute(self._patience)
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
@@ -145,7 +159,7 @@ class Database:
                 raise
             conn.execute("COMMIT")
             if write:
-                self.patient()
+                self.wrote()
 
     @contextmanager
     def errors(self) -> Iterator[None]:
@@ -205,7 +219,19 @@ class Database:
             conn = self.conn
             conn.execute(REGISTER, (session_id,))
             row = conn.execute(SESSION, (session_id,)).fetchone()
-            return self.session_row(row)[0]
+            number = self.session_row(row)[0]
+            self.check_row(session_id)
+            return number
+
+    def check_row(self, session_id: str) -> None:
+        """Damage when the sessions table's row that the id index gives for ``session_id``
+        holds another id: a changed byte in one of them, found by the first read or write
+        of each session object (``PRAGMA quick_check`` on open does not compare an index
+        with its table, and every other lookup by id reads the index alone). Called with
+        :attr:`lock` held, inside :meth:`errors`."""
+        row = self.conn.execute(ROW_ID, (session_id,)).fetchone()
+        if row is not None and row[0] != session_id:
+            raise self.damage(f"the sessions table's row of session {session_id!r} is altered")
 
     def append(
         self,
@@ -230,7 +256,7 @@ class Database:
                 self.refuse_if_damaged()
             try:
                 conn = self._conn
-                if conn is None or self._forks != fork_count():
+                if conn is None or self._forks != fork_count() or (self._quick and not self._hasty):
                     conn = self.conn
                 low = number * BLOCK
                 if generation is not None:
@@ -242,70 +268,8 @@ class Database:
                     append_all(conn, appended(number, bodies, now))
             except DB_ERRORS as exc:
                 self.fail(exc)
-            if self._hasty:
-                self.patient()
+            self.wrote()
         return stored
-
-    def read_after(
-        self, session_id: str, generation: int | None, after: int
-    ) -> tuple[int, list[tuple[int, str]], Mapping[str, bytes]]:
-        """The session's generation, its rows with keys above ``after``, and the blobs they
-        name.
-
-        When the generation is not ``generation`` (a clear happened), all its rows instead.
-        """
-        arguments = (session_id, generation, after, BLOCK)
-        blobs: Mapping[str, bytes] = NO_BLOBS
-        with self.lock:
-            try:
-                conn = self.conn
-                rows = conn.execute(READ, arguments).fetchall()
-                for _, _, body in rows:
-                    if type(body) is str and MARK in body:  # some record names a blob
-                        rows, blobs = with_blobs(
-                            conn, rows, lambda again: again.execute(READ, arguments).fetchall(), 2
-                        )
-                        break
-            except DB_ERRORS as exc:
-                self.fail(exc)
-        if not rows:
-            return 0, [], blobs
-        found = rows[0][0]
-        if type(found) is not int:
-            raise self.damage(f"session {session_id!r} has a generation that is not a number")
-        records = [(key, body) for _, key, body in rows if key is not None]
-        self._check_records(records)
-        return found, records, blobs
-
-    def read_tail(
-        self, session_id: str, limit: int
-    ) -> tuple[list[tuple[int, str]], Mapping[str, bytes]]:
-        """The session's last ``limit`` rows, oldest first, and the blobs they name."""
-        # A session holds fewer than BLOCK messages: a larger limit means all of them.
-        arguments = (session_id, BLOCK, min(limit, BLOCK))
-        blobs: Mapping[str, bytes] = NO_BLOBS
-        with self.lock:
-            try:
-                conn = self.conn
-                rows = conn.execute(TAIL, arguments).fetchall()
-                for _, body in rows:
-                    if type(body) is str and MARK in body:  # some record names a blob
-                        rows, blobs = with_blobs(
-                            conn, rows, lambda again: again.execute(TAIL, arguments).fetchall(), 1
-                        )
-                        break
-            except DB_ERRORS as exc:
-                self.fail(exc)
-        records = [(key, body) for key, body in reversed(rows)]
-        self._check_records(records)
-        return records, blobs
-
-    def _check_records(self, records: list[tuple[int, str]]) -> None:
-        for key, body in records:
-            if type(body) is not str or type(key) is not int:
-                raise self.damage(
-                    f"the message stored at key {key!r} is {type(body).__name__}, not text"
-                )
 
     def session_row(self, row: tuple[object, ...] | None) -> tuple[int, int]:
         """``(number, generation)`` of a row :data:`~._sql.SESSION` read; damage if it is

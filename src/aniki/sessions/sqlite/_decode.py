@@ -8,35 +8,43 @@ from ...errors import CorruptStoreError
 from ...messages import Message
 from .._blobs import MARK, join
 from .._codec import decode_message
+from .._codec_compact import COMPACT, read_compact
 from ._blobs import NO_BLOBS
-from ._db import Database
+from ._db import Database, Row
 
 __all__ = ["decoded"]
 
 
 def decoded(
-    db: Database, rows: list[tuple[int, str]], blobs: Mapping[str, bytes], own: dict[str, Message]
+    db: Database, rows: list[Row], blobs: Mapping[str, bytes], own: dict[str, Message]
 ) -> list[Message]:
-    """The messages stored as ``rows`` (key, record), oldest first.
+    """The messages stored as ``rows`` (each ending with a key and a record), oldest first.
 
     A record this session object wrote itself is taken from ``own`` (equal text means an
     equal message) instead of being decoded; one naming a blob gets its bytes from ``blobs``,
     and a blob that is gone is named in the error. Damage is remembered for the file
     (:meth:`Database.damaged`) and raised."""
     label = db.label
+    messages: list[Message] = []
+    append = messages.append
     try:
-        if not own and blobs is NO_BLOBS:  # the common case: every row decoded as text
-            return [decode_message(body, store=label) for _, body in rows]
-        messages = []
-        for _, body in rows:
-            message = own.pop(body, None)
-            if message is None:
-                message = (
-                    join(body, blobs, store=label)
-                    if blobs is not NO_BLOBS and MARK in body
-                    else decode_message(body, store=label)
+        for row in rows:
+            body = row[-1]
+            if type(body) is not str:
+                raise db.damage(
+                    f"the message stored at key {row[-2]!r} is {type(body).__name__}, not text"
                 )
-            messages.append(message)
+            if own:
+                message = own.pop(body, None)
+                if message is not None:
+                    append(message)
+                    continue
+            if body[:1] == COMPACT:  # most records: a text message
+                append(read_compact(body, label))
+            elif blobs is not NO_BLOBS and MARK in body:
+                append(join(body, blobs, store=label))
+            else:
+                append(decode_message(body, store=label))
         return messages
     except CorruptStoreError as exc:
         db.damaged(exc)

@@ -155,7 +155,15 @@ CREATE TRIGGER aniki_messages_dated AFTER INSERT ON aniki_messages BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
+# Version 6: a text message's record may be compact (aniki.sessions._codec_compact): its
+# fields joined by a separator, the content last as it is, read with one split instead of a
+# JSON parse. No table changes: the version keeps out an older aniki, which would read such
+# records as damaged.
+_V6 = """
+-- Version 6: a message's record may be compact. No table changes.
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
 
 _HEADER = b"SQLite format 3\x00"
 

@@ -27,6 +27,7 @@ __all__ = [
     "GET_META",
     "INFO",
     "READ",
+    "ROW_ID",
     "REGISTER",
     "SESSION",
     "SECOND",
@@ -52,6 +53,12 @@ APPEND_IF = (  # APPEND, made only while session ?5's generation is ?6 (a run's 
 )
 REGISTER = "INSERT OR IGNORE INTO aniki_sessions (id) VALUES (?)"
 SESSION = "SELECT number, generation FROM aniki_sessions WHERE id = ?"
+# The id in the sessions table's own row for the number its id index gives: another id there
+# means a changed byte in one of them, which only integrity_check finds (the index alone
+# answers every other lookup by id).
+ROW_ID = (
+    "SELECT id FROM aniki_sessions WHERE number = (SELECT number FROM aniki_sessions WHERE id = ?)"
+)
 DROP_META = "DELETE FROM aniki_session_meta WHERE session_id = ?"
 # One statement, so one snapshot: the generation, and the rows past ``after`` when it is
 # unchanged (all rows when a clear changed it). A session without a row yields no row.

@@ -52,7 +52,7 @@ from .._args import Durability, check_limit, check_meta_key, check_session_id
 from .._blobs import split
 from .._catalog import KEEP, Keep, check_info
 from .._closing import Closing
-from .._codec import decode_meta, encode_message, encode_meta
+from .._codec import decode_meta, encode_meta
 from .._edits import fork_target
 from .._gc import MANY, paused
 from .._history_cache import HistoryCache
@@ -61,13 +61,14 @@ from .._now import NotNow
 from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
-from ._blobs import NO_BLOBS, records_of
+from ._blobs import NO_BLOBS, record_of, records_of
 from ._db import Database, database_for
 from ._decode import decoded
 from ._edits import append_after, append_rows, fork_rows, undo_rows
 from ._info import read_info, write_info
 from ._options import DEFAULT_TIMEOUT, absolute_path, checked_options
 from ._pages import read_page
+from ._reads import read_after, read_tail
 from ._sql import SIZE, clock
 
 T = TypeVar("T")
@@ -159,7 +160,7 @@ class SQLiteSession(Closing):
             record, blobs = split(message)
             self._append([message], [record], blobs)
         else:
-            self._append([message], [encode_message(message)], NO_BLOBS)
+            self._append([message], [record_of(message)], NO_BLOBS)
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message, then append them in one transaction: all or nothing."""
@@ -193,7 +194,10 @@ class SQLiteSession(Closing):
         limit = check_limit(limit)
         db = self._database
         with db.lock:
-            self._read_once = True
+            if not self._read_once:
+                with db.errors():
+                    db.check_row(self._id)
+                self._read_once = True
             if limit is not None and self._cache.generation is None:
                 # Nothing cached yet: read only the tail, not the whole history, so that a
                 # policy over a freshly opened session costs the size of its window.
@@ -368,15 +372,15 @@ class SQLiteSession(Closing):
 
     def _tail(self, db: Database, limit: int) -> tuple[Message, ...]:
         with paused(limit >= MANY):  # see aniki.sessions._gc
-            rows, blobs = db.read_tail(self._id, limit)
+            rows, blobs = read_tail(db, self._id, limit)
             return tuple(decoded(db, rows, blobs, {}))
 
     def _refresh(self, db: Database) -> None:
         cache = self._cache
         with paused(cache.generation is None):  # a first read: maybe the whole of a long history
-            generation, rows, blobs = db.read_after(self._id, cache.generation, cache.position)
+            generation, rows, blobs = read_after(db, self._id, cache.generation, cache.position)
             if generation != cache.generation:
                 cache.reset(generation)
             if rows:
                 # On damage the cache stays where it was: the next read meets the same record.
-                cache.extend(decoded(db, rows, blobs, self._own), rows[-1][0])
+                cache.extend(decoded(db, rows, blobs, self._own), rows[-1][-2])

@@ -1,0 +1,72 @@
+"""A SQLite session's reads of its rows: what it wrote since it last read, or its last few.
+
+Each is one statement, so one snapshot; the blobs the rows name are read in the same
+snapshot (:func:`~._blobs.with_blobs`). The rows are returned as fetched, to be decoded
+by :func:`~._decode.decoded`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .._blobs import MARK
+from ._blobs import NO_BLOBS, with_blobs
+from ._db import BLOCK, Database, Row
+from ._errors import DB_ERRORS
+from ._sql import READ, TAIL
+
+__all__ = ["read_after", "read_tail"]
+
+
+def read_after(
+    db: Database, session_id: str, generation: int | None, after: int
+) -> tuple[int, list[Row], Mapping[str, bytes]]:
+    """The session's generation, its rows with keys above ``after`` (each ending with
+    the key and the record: see :func:`~._decode.decoded`), and the blobs they name.
+
+    When the generation is not ``generation`` (a clear happened), all its rows instead.
+    """
+    arguments = (session_id, generation, after, BLOCK)
+    blobs: Mapping[str, bytes] = NO_BLOBS
+    with db.lock:
+        try:
+            conn = db.conn
+            rows = conn.execute(READ, arguments).fetchall()
+            for _, _, body in rows:
+                if type(body) is str and MARK in body:  # some record names a blob
+                    rows, blobs = with_blobs(
+                        conn, rows, lambda again: again.execute(READ, arguments).fetchall(), 2
+                    )
+                    break
+        except DB_ERRORS as exc:
+            db.fail(exc)
+    if not rows:
+        return 0, [], blobs
+    found = rows[0][0]
+    if type(found) is not int:
+        raise db.damage(f"session {session_id!r} has a generation that is not a number")
+    if rows[0][1] is None:  # the session's row, joined to no message
+        return found, [], blobs
+    return found, rows, blobs
+
+
+def read_tail(db: Database, session_id: str, limit: int) -> tuple[list[Row], Mapping[str, bytes]]:
+    """The session's last ``limit`` rows (key, record), oldest first, and the blobs
+    they name."""
+    # A session holds fewer than BLOCK messages: a larger limit means all of them.
+    arguments = (session_id, BLOCK, min(limit, BLOCK))
+    blobs: Mapping[str, bytes] = NO_BLOBS
+    with db.lock:
+        try:
+            conn = db.conn
+            rows = conn.execute(TAIL, arguments).fetchall()
+            for _, body in rows:
+                if type(body) is str and MARK in body:  # some record names a blob
+                    rows, blobs = with_blobs(
+                        conn, rows, lambda again: again.execute(TAIL, arguments).fetchall(), 1
+                    )
+                    break
+        except DB_ERRORS as exc:
+            db.fail(exc)
+    rows.reverse()
+    return rows, blobs

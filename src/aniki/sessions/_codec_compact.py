@@ -46,18 +46,18 @@ def compact_record(message: Message) -> str | None:
     ):
         return None
     ident, model, answers, at = message.id, message.model, message.tool_call_id, message.created_at
-    head = "\x1f".join(
-        (
-            COMPACT + message.role,
-            "" if ident is None else ident,
-            "" if at is None else at.isoformat(),
-            "" if model is None else model,
-            "" if answers is None else answers,
-        )
+    if (
+        (ident is not None and _SEP in ident)
+        or (model is not None and _SEP in model)
+        or (answers is not None and _SEP in answers)
+    ):
+        return None  # a separator inside a field: the JSON record says it right
+    # None as "": no field may be empty when set (Message refuses an empty id, model or
+    # tool_call_id), so "" reads back as None.
+    record = (
+        f"{COMPACT}{message.role}\x1f{ident or ''}\x1f{'' if at is None else at.isoformat()}"
+        f"\x1f{model or ''}\x1f{answers or ''}\x1f{message.content}"
     )
-    if head.count(_SEP) != 4:  # a separator inside a field: the JSON record says it right
-        return None
-    record = f"{head}\x1f{message.content}"
     return None if BLOB_MARK in record else record
 
 

@@ -55,6 +55,7 @@ from .._closing import Closing
 from .._codec import decode_meta, encode_meta
 from .._edits import fork_target
 from .._gc import MANY, paused
+from .._guard import in_force
 from .._history_cache import HistoryCache
 from .._local_file import LocalOptions
 from .._now import NotNow
@@ -159,8 +160,21 @@ class SQLiteSession(Closing):
         if message.attachments:
             record, blobs = split(message)
             self._append([message], [record], blobs)
+            return
+        # The hottest path there is, written out: one statement (see Database.append_one).
+        record = record_of(message)
+        db = self._db or self._database
+        number = self._number
+        if number is None:
+            number = self._number = db.register(self._id)
+        if in_force():
+            append_rows(db, number, [record], NO_BLOBS)
         else:
-            self._append([message], [record_of(message)], NO_BLOBS)
+            db.append_one(number, record, clock())
+        own = self._own
+        if len(own) > _OWN_LIMIT:
+            own.clear()
+        own[record] = message
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message, then append them in one transaction: all or nothing."""

@@ -269,10 +269,10 @@ def test_repeated_strings_and_times_are_kept_once() -> None:
 
 def test_the_time_cache_stays_bounded() -> None:
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    for n in range(_codec_fast._TIMES_KEPT + 10):
+    for n in range(_codec_fast.TIMES_KEPT + 10):
         moment = start + timedelta(seconds=n)
         assert _codec_fast.moment(moment.isoformat()) == moment
-    assert len(_codec_fast._TIMES) <= _codec_fast._TIMES_KEPT
+    assert len(_codec_fast.TIMES) <= _codec_fast.TIMES_KEPT
 
 
 def test_messages_made_without_checks_are_ordinary_messages() -> None:

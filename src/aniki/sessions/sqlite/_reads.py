@@ -26,20 +26,7 @@ def read_after(
 
     When the generation is not ``generation`` (a clear happened), all its rows instead.
     """
-    arguments = (session_id, generation, after, BLOCK)
-    blobs: Mapping[str, bytes] = NO_BLOBS
-    with db.lock:
-        try:
-            conn = db.conn
-            rows = conn.execute(READ, arguments).fetchall()
-            for _, _, body in rows:
-                if type(body) is str and MARK in body:  # some record names a blob
-                    rows, blobs = with_blobs(
-                        conn, rows, lambda again: again.execute(READ, arguments).fetchall(), 2
-                    )
-                    break
-        except DB_ERRORS as exc:
-            db.fail(exc)
+    rows, blobs = _fetch(db, READ, (session_id, generation, after, BLOCK), 2)
     if not rows:
         return 0, [], blobs
     found = rows[0][0]
@@ -54,19 +41,25 @@ def read_tail(db: Database, session_id: str, limit: int) -> tuple[list[Row], Map
     """The session's last ``limit`` rows (key, record), oldest first, and the blobs
     they name."""
     # A session holds fewer than BLOCK messages: a larger limit means all of them.
-    arguments = (session_id, BLOCK, min(limit, BLOCK))
-    blobs: Mapping[str, bytes] = NO_BLOBS
+    rows, blobs = _fetch(db, TAIL, (session_id, BLOCK, min(limit, BLOCK)), 1)
+    rows.reverse()
+    return rows, blobs
+
+
+def _fetch(
+    db: Database, query: str, arguments: tuple[object, ...], column: int
+) -> tuple[list[Row], Mapping[str, bytes]]:
+    """The rows ``query`` gives, and the blobs named by their records (at ``column``)."""
     with db.lock:
         try:
             conn = db.conn
-            rows = conn.execute(TAIL, arguments).fetchall()
-            for _, body in rows:
+            rows: list[Row] = conn.execute(query, arguments).fetchall()
+            for row in rows:
+                body = row[column]
                 if type(body) is str and MARK in body:  # some record names a blob
-                    rows, blobs = with_blobs(
-                        conn, rows, lambda again: again.execute(TAIL, arguments).fetchall(), 1
+                    return with_blobs(
+                        conn, rows, lambda later: later.execute(query, arguments).fetchall(), column
                     )
-                    break
         except DB_ERRORS as exc:
             db.fail(exc)
-    rows.reverse()
-    return rows, blobs
+    return rows, NO_BLOBS

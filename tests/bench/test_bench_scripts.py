@@ -64,6 +64,22 @@ def test_per_request_compares_each_handler_with_a_kept_object(tmp_path: Path) ->
     assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"
 
 
+def test_drivers_reports_each_client_of_each_server(tmp_path: Path) -> None:
+    rows = _rows("bench_drivers.py", tmp_path)
+    assert {(row[0], row[1]) for row in rows} == {
+        ("postgres", "psycopg, AsyncConnectionPool"),
+        ("postgres", "asyncpg, its pool"),
+        ("postgres", "aniki, add_message"),
+        ("redis", "redis-py, execute_command"),
+        ("redis", "redis-py, a pooled connection"),
+        ("redis", "aniki, add_message"),
+    }, rows
+    for row in rows:
+        cpu, kernel, wall = (float(cell) for cell in row[2:5])
+        assert cpu > 0 and 0 <= kernel <= cpu and wall > 0, row
+    assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"
+
+
 def test_run_sync_is_compared_with_await_run_for_both_providers(tmp_path: Path) -> None:
     rows = _rows("bench_run_sync.py", tmp_path)
     ways = {(row[0], row[1]) for row in rows}

@@ -6,15 +6,20 @@ import json
 import sys
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pydantic
 import typing_extensions
 
 from ._jsonschema import check_schema, schema_errors
 from .errors import OutputValidationError, UserError
 
+if TYPE_CHECKING:
+    import pydantic
+
 __all__ = ["OutputSpec", "output_spec"]
+
+# pydantic is imported where a typed schema is used, not with aniki: an agent without one,
+# the stores and the command line start without it (about a sixth of `import aniki`).
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +34,8 @@ class OutputSpec:
     def validate(self, text: str) -> Any:
         """Parse and validate the reply ``text``; raise :class:`~aniki.OutputValidationError`."""
         if self.adapter is not None:
+            import pydantic
+
             try:
                 return self.adapter.validate_json(text)
             except pydantic.ValidationError as exc:
@@ -64,6 +71,8 @@ def output_spec(schema: Any) -> OutputSpec | None:
         return OutputSpec(json_schema=schema, adapter=None)
     if typing.is_typeddict(schema) and sys.version_info < (3, 12):
         schema = _portable_typeddict(schema)
+    import pydantic
+
     try:
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(schema)
         json_schema = adapter.json_schema()

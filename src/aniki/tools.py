@@ -17,10 +17,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
-
-import pydantic
-import pydantic_core
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._docstrings import parse_docstring
 from ._threads import TOOLS
@@ -29,7 +26,12 @@ from .errors import ToolError, UserError
 from .messages import Message, ToolCall
 from .providers.base import ToolDefinition
 
+if TYPE_CHECKING:
+    import pydantic
+
 __all__ = ["Tool", "tool", "tools_by_name"]
+
+# pydantic is imported where a tool is made or called, not with aniki (see aniki.output).
 
 logger = logging.getLogger("aniki")
 
@@ -101,12 +103,16 @@ class Tool:
         except Exception as exc:
             logger.warning("tool %r raised %s: %s", self.name, type(exc).__name__, exc)
             return _reply(call, f"Error: tool {self.name!r} raised {type(exc).__name__}: {exc}")
+        import pydantic_core
+
         try:
             return _reply(call, result_text(value))
         except (TypeError, ValueError, pydantic_core.PydanticSerializationError) as exc:
             return _reply(call, f"Error: tool {self.name!r} returned a non-JSON value: {exc}")
 
     def _parse_arguments(self, raw: str) -> dict[str, Any]:
+        import pydantic
+
         data = json_arguments(self.name, raw)
         try:
             parsed = self.arguments_model.model_validate(data)
@@ -160,6 +166,9 @@ def result_text(value: Any) -> str:
         return value
     if value is None:
         return EMPTY_RESULT
+    import pydantic
+    import pydantic_core
+
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump_json()
     return pydantic_core.to_json(value).decode()
@@ -248,6 +257,8 @@ def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | N
     tool_name = name or getattr(fn, "__name__", None)
     if not tool_name or tool_name == "<lambda>":
         raise UserError("this tool has no usable name: use @tool(name=...) or a named function")
+    import pydantic
+
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
     hints = _parameter_hints(fn, tool_name)
     fields: dict[str, Any] = {}

@@ -107,6 +107,19 @@ def test_import_aniki_does_not_import_vendor_clients() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_pydantic_is_imported_when_a_schema_needs_it_not_with_aniki() -> None:
+    code = (
+        "import sys, aniki, aniki.sessions, aniki.providers\n"
+        "before = 'pydantic' in sys.modules\n"
+        "@aniki.tool\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    return a + b\n"
+        "print(before, 'pydantic' in sys.modules, add.parameters['required'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False True ['a', 'b']"
+
+
 def test_py_typed_ships() -> None:
     from importlib.resources import files
 

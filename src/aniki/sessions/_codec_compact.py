@@ -12,9 +12,9 @@ attachments, reasoning, usage or context report) whose id, model and ``tool_call
 no separator is written so; any other keeps its JSON record. No compact record holds
 :data:`BLOB_MARK`, so a store still finds the records that name blobs by looking for it.
 
-Measured on 100,000 records of 300 characters: 0.8 µs a record to read against 1.4 µs on
-the JSON record's short path (and 1.5 µs for a bare ``json.loads`` giving only a dict);
-writing one costs half of writing its JSON record.
+Measured on 100,000 text messages of 300 characters with ids and times (one run, 2 cores):
+1.33 µs a record to read against 2.72 µs for its JSON record (2.55 µs for a bare
+``json.loads`` giving only a dict); 1.62 µs to write one against 2.40 µs.
 """
 
 from __future__ import annotations

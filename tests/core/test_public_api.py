@@ -97,27 +97,30 @@ def test_every_module_imports() -> None:
         importlib.import_module(module.name)
 
 
-def test_import_aniki_does_not_import_vendor_clients() -> None:
-    code = (
-        "import sys, aniki, aniki.sessions, aniki.providers\n"
-        "heavy = {'openai', 'anthropic', 'redis', 'psycopg', 'httpx', 'pytest'}\n"
-        "print(sorted(heavy & set(sys.modules)))"
-    )
+def _printed_after_importing_aniki(*lines: str) -> str:
+    """What a fresh interpreter prints running ``lines`` after importing aniki."""
+    code = "\n".join(("import sys, aniki, aniki.sessions, aniki.providers", *lines))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    return out.stdout.strip()
+
+
+def test_import_aniki_does_not_import_vendor_clients() -> None:
+    printed = _printed_after_importing_aniki(
+        "heavy = {'openai', 'anthropic', 'redis', 'psycopg', 'httpx', 'pytest'}",
+        "print(sorted(heavy & set(sys.modules)))",
+    )
+    assert printed == "[]"
 
 
 def test_pydantic_is_imported_when_a_schema_needs_it_not_with_aniki() -> None:
-    code = (
-        "import sys, aniki, aniki.sessions, aniki.providers\n"
-        "before = 'pydantic' in sys.modules\n"
-        "@aniki.tool\n"
-        "def add(a: int, b: int) -> int:\n"
-        "    return a + b\n"
-        "print(before, 'pydantic' in sys.modules, add.parameters['required'])"
+    printed = _printed_after_importing_aniki(
+        "before = 'pydantic' in sys.modules",
+        "@aniki.tool",
+        "def add(a: int, b: int) -> int:",
+        "    return a + b",
+        "print(before, 'pydantic' in sys.modules, add.parameters['required'])",
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False True ['a', 'b']"
+    assert printed == "False True ['a', 'b']"
 
 
 def test_py_typed_ships() -> None:

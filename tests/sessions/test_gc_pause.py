@@ -65,6 +65,19 @@ def test_after_a_long_read_the_young_generation_starts_afresh(tmp_path: Path) ->
     assert gc.get_freeze_count() == 0
 
 
+def test_a_short_first_read_leaves_the_young_generation_as_it_was(tmp_path: Path) -> None:
+    # A server making a session object per request reads a short history on every request:
+    # each read must not reset the young generation, or its collections would never run.
+    _stored(tmp_path / "a.db", 3)
+    gc.collect()
+    garbage = [[] for _ in range(300)]  # young objects the application made
+    before, _, _ = gc.get_count()
+    assert len(SQLiteSession("long", tmp_path / "a.db").get_messages()) == 3
+    young, _, _ = gc.get_count()
+    assert young >= before
+    del garbage
+
+
 def test_objects_an_application_froze_stay_frozen(tmp_path: Path, collections: list[int]) -> None:
     _stored(tmp_path / "a.db", 5_000)
     session = SQLiteSession("long", tmp_path / "a.db")

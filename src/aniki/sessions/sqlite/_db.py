@@ -233,23 +233,6 @@ class Database:
         if row is not None and row[0] != session_id:
             raise self.damage(f"the sessions table's row of session {session_id!r} is altered")
 
-    def append_one(self, number: int, body: str, now: float) -> None:
-        """:meth:`append` of one message naming no blob, with no generation to check: one
-        statement (SQLite takes the write lock, waiting up to the timeout, before it reads
-        the session's last key)."""
-        with self.lock:
-            if DAMAGED:
-                self.refuse_if_damaged()
-            low = number * BLOCK
-            try:
-                conn = self._conn
-                if conn is None or self._forks != fork_count() or (self._quick and not self._hasty):
-                    conn = self.conn
-                conn.execute(APPEND, (low, low + BLOCK, body, now))
-            except DB_ERRORS as exc:
-                self.fail(exc)
-            self._hasty = False  # it wrote (see wrote)
-
     def append(
         self,
         number: int,

@@ -55,7 +55,6 @@ from .._closing import Closing
 from .._codec import decode_meta, encode_meta
 from .._edits import fork_target
 from .._gc import MANY, paused
-from .._guard import in_force
 from .._history_cache import HistoryCache
 from .._local_file import LocalOptions
 from .._now import NotNow
@@ -161,16 +160,13 @@ class SQLiteSession(Closing):
             record, blobs = split(message)
             self._append([message], [record], blobs)
             return
-        # The hottest path there is, written out: one statement (see Database.append_one).
+        # The hottest path there is, written out: one statement (see Database.append).
         record = record_of(message)
         db = self._db or self._database
         number = self._number
         if number is None:
             number = self._number = db.register(self._id)
-        if in_force():
-            append_rows(db, number, [record], NO_BLOBS)
-        else:
-            db.append_one(number, record, clock())
+        append_rows(db, number, [record], NO_BLOBS)
         own = self._own
         if len(own) > _OWN_LIMIT:
             own.clear()

@@ -19,11 +19,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aniki import Message
 from aniki.sessions import FileSession, SQLiteSession
+from aniki.sessions.file import _timeline
 
 CALLS = (
     "open",
@@ -95,6 +98,7 @@ def edit(directory: str, durability: Any, operation: str, step: int) -> None:
         return call
 
     session.close()  # the edit opens the file again: a step too
+    _steady(Path(directory))
     for name in CALLS:
         if hasattr(os, name):
             setattr(os, name, killing(getattr(os, name)))
@@ -104,6 +108,26 @@ def edit(directory: str, durability: Any, operation: str, step: int) -> None:
         session.fork("copy", upto=upto)
     else:
         session._replace(REPLACEMENT)
+
+
+def _steady(directory: Path) -> None:
+    """Make the edit's calls the same in every run, so that step N lands on the same call
+    each time: the folders of the listing index that a marker needs made depend on the
+    clock. Wait until 10 ms into a tick later than every file's time (the marker's folder is
+    then new, and the kernel's clock, a few ms behind at most, stamps the edit's writes in
+    that tick too, as it takes far less than the 60 ms left), and make the folder of that
+    tick's 100 seconds, as any write in them would have (else one made just before a
+    100-second boundary would need one more ``mkdir``)."""
+    newest = max(path.stat().st_mtime_ns for path in directory.glob("*.json*")) // _timeline.TICK
+    while True:
+        now = time.time_ns()
+        into = now % _timeline.TICK
+        if now // _timeline.TICK > newest and 10_000_000 <= into <= 40_000_000:
+            break
+        wait = (10_000_000 - into) % _timeline.TICK or _timeline.TICK
+        time.sleep(wait / 1e9)
+    leaf = _timeline.marker(directory, "victim", now // _timeline.TICK).parent
+    leaf.parent.mkdir(parents=True, exist_ok=True)
 
 
 def cycle_content(number: int, part: str) -> str:

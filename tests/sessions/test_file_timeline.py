@@ -67,6 +67,14 @@ def _next_tick() -> None:
     time.sleep(TICK_S * 1.5)
 
 
+def _early_in_a_tick() -> None:
+    """Wait until 10 ms into a tick, with 80 ms of it left: a write made now is stamped in
+    it (the kernel's clock, which stamps files, can lag Python's by a few ms, and would time
+    a write at a tick's very start in the tick before), and so are many more after it."""
+    into = time.time_ns() % _timeline.TICK
+    time.sleep(((10_000_000 - into) % _timeline.TICK) / 1e9)
+
+
 def _pages(store: FileStore, size: int) -> list[SessionInfo]:
     """Every session, a page of ``size`` at a time, each page after the one before."""
     listed: list[SessionInfo] = []
@@ -84,6 +92,7 @@ def test_appends_keep_one_marker_at_the_files_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session = FileSession("s", tmp_path)
+    _early_in_a_tick()  # else "a" may be stamped in the tick before, and "b" marked again
     session.add_message(_user("a"))
     first = _in_step(tmp_path)["s"]
     made: list[Path] = []
@@ -254,7 +263,7 @@ def test_markers_left_behind_are_healed_by_the_listing(
     store = _spread(tmp_path, 5)
     # A crash right after a write: the marker made before it stays, the old one too.
     monkeypatch.setattr(_timeline, "after", lambda *args, **options: None)
-    _next_tick()
+    _early_in_a_tick()  # stamped in the tick marked: else healing its old marker makes one
     store.session("s0").add_message(_said("late"))
     monkeypatch.undo()
     assert len(_marked(tmp_path)["s0"]) == 2

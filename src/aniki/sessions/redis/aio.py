@@ -8,7 +8,7 @@ runs the steps, awaited (with :func:`aniki.sessions._driver.adrive`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..._aio import within
@@ -19,6 +19,7 @@ from .._edits import fork_target
 from .._flow_store import AsyncFlowSession
 from . import _edits as edits
 from ._base import AsyncClient, RedisBase
+from ._batch import batcher
 from ._client import BOUNDS, client_from_url, import_redis, translate
 from ._core import RAW, Eval, Flow, Pipeline, RedisCore
 
@@ -88,14 +89,27 @@ class AsyncRedisSession(RedisBase[AsyncClient], AsyncFlowSession[RedisCore]):
         client = self._client
         if isinstance(step, Eval):  # replies stay bytes, as in RedisSession._execute
             keys = (len(step.keys), *step.keys, *step.args)
+            send = self._send()
             try:
-                return await client.execute_command("EVALSHA", step.script.sha, *keys, **RAW)
+                return await send("EVALSHA", step.script.sha, *keys)
             except self._no_script:
-                return await client.execute_command("EVAL", step.script.source, *keys, **RAW)
+                return await send("EVAL", step.script.source, *keys)
         async with client.pipeline(transaction=False) as pipe:
             for command in step.commands:
                 pipe.execute_command(*command, **RAW)
             return await pipe.execute()
+
+    def _send(self) -> Callable[..., Awaitable[Any]]:
+        """How a command goes to the server: with those of other sessions sharing the client
+        when they are sent at once (see ``_batch``), except on a cluster."""
+        if self._split:
+            client = self._client
+
+            async def alone(*command: Any) -> Any:
+                return await client.execute_command(*command, **RAW)
+
+            return alone
+        return batcher(self._client).send
 
     def _bind_loop(self) -> None:
         """Bind this instance to the running loop on first use; refuse another loop."""

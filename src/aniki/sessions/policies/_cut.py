@@ -249,12 +249,15 @@ def place(
     limit: int,
     trim_to: int,
     cost: Cost,
+    cold: bool = False,
 ) -> Placement | None:
     """Where the view over ``window`` (the last messages of the history) starts.
 
     The cut ``found`` stays while the view from it fits ``limit``. Without one (a new
     conversation, or a history that no longer holds it) the whole history is the view while
     it fits. Otherwise the cut moves to the first valid start leaving at most ``trim_to``.
+    With ``cold`` (the provider's prompt cache has expired: the whole request is paid again
+    anyway), it moves there too when the view holds more than ``trim_to``, even if it fits.
     ``None`` when ``window`` is too short to tell: fetch more and call again.
     """
     located = _find(found, window, complete)
@@ -282,12 +285,13 @@ def place(
 
     cost = weigh
     if at is not None and within(window[at:], limit, cost):
-        return Placement(at, moved=False, base=base)
-    if within(window, limit, cost):
+        if not cold or within(window[at:], trim_to, cost):
+            return Placement(at, moved=False, base=base)
+    elif within(window, limit, cost):
         # The view from an earlier cut, or from the history's start, may still fit.
         if not complete:
             return None
-        if at is None:
+        if at is None and (not cold or within(window, trim_to, cost)):
             return Placement(0, moved=False, base=base)
     start = select_start(window, trim_to, cost, complete=complete)
     if start is None or (start == 0 and not complete):

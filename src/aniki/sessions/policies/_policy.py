@@ -26,7 +26,8 @@ from ...tokens import TokenCounter
 from .._capabilities import ReadInfo, add_all, capabilities_of
 from .._driver import drive_either
 from .._now import NOT_NOW
-from ..base import AsyncSession, Session, missing_methods
+from ..base import AsyncSession, Session
+from ._checks import check_session
 from ._cut import Anchor, CutRecord, Found, Placement, place
 
 __all__ = [
@@ -36,9 +37,6 @@ __all__ = [
     "ReadPlan",
     "SessionT",
     "SuffixPolicy",
-    "check_positive",
-    "check_session",
-    "check_trim_to",
 ]
 
 SessionT = TypeVar("SessionT", Session, AsyncSession)
@@ -72,36 +70,6 @@ sent the answer, and returns the view."""
 
 _FETCH_MARGIN = 16
 """Messages fetched beyond the last view: room for what a turn or two appends meanwhile."""
-
-
-def check_positive(name: str, value: object) -> int:
-    """``value`` when it is a whole number of at least 1, else a :class:`~aniki.UserError`."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UserError(f"{name} must be a whole number of at least 1, got {value!r}")
-    return value
-
-
-def check_trim_to(trim_to: object, limit: int, name: str) -> int:
-    """``trim_to`` checked against the policy's limit; ``None`` gives half the limit."""
-    if trim_to is None:
-        return max(limit // 2, 1)
-    if not isinstance(trim_to, int) or isinstance(trim_to, bool) or not 1 <= trim_to <= limit:
-        raise UserError(
-            f"trim_to must be a whole number between 1 and {name} = {limit}, got {trim_to!r} "
-            f"(leave it out for half of {name}; trim_to={limit} slides the window one message "
-            "at a time)"
-        )
-    return trim_to
-
-
-def check_session(inner: object) -> None:
-    """A :class:`~aniki.UserError` unless ``inner`` has the session methods a policy uses."""
-    missing = missing_methods(inner)
-    if missing:
-        raise UserError(
-            f"a history policy wraps a Session or AsyncSession; "
-            f"{type(inner).__name__} has no {missing[0]}() method"
-        )
 
 
 class CountsTokens:
@@ -144,6 +112,9 @@ class SuffixPolicy(Generic[SessionT]):
     """The most the view may cost (messages or tokens) before its cut moves."""
     trim_to: int
     """The most the view keeps when its cut moves."""
+    cache_ttl: float | None = None
+    """The provider's prompt-cache lifetime in seconds: when a message comes longer than that
+    after the one before it, the cache is cold, and the cut moves then (see ``place``)."""
     blocking: bool = True
     """Whether its calls may block on I/O: as the inner store's (set per instance)."""
 
@@ -151,7 +122,13 @@ class SuffixPolicy(Generic[SessionT]):
     _INNER_DECIDES: ClassVar[frozenset[str]] = frozenset({"add_then_get", "undo", "try_now"})
     _last_read: ReadInfo | None = None  # what the last read saw, for the run's reports
 
-    def __init__(self, inner: Session | AsyncSession, limit: int, trim_to: int) -> None:
+    def __init__(
+        self,
+        inner: Session | AsyncSession,
+        limit: int,
+        trim_to: int,
+        cache_ttl: float | None = None,
+    ) -> None:
         check_session(inner)
         # Subclasses take ``inner: SessionT``; mypy cannot pass a constrained TypeVar through.
         self._inner: SessionT = cast("SessionT", inner)
@@ -160,6 +137,7 @@ class SuffixPolicy(Generic[SessionT]):
         self.blocking = can.blocking
         self.limit = limit
         self.trim_to = trim_to
+        self.cache_ttl = cache_ttl
         # A one-step slide (trim_to == limit) follows from the history alone: any reader
         # finds the same view, so there is no cut to keep (and none to write every turn).
         self._has_meta = trim_to < limit and can.get_meta is not None
@@ -228,7 +206,7 @@ class SuffixPolicy(Generic[SessionT]):
             if extra:
                 window = (*window, *extra)
             complete = size is None or len(window) - len(extra) < size
-            placement = self._place(found, window, complete)
+            placement = self._place(found, window, complete, len(window) - len(extra))
             if placement is not None and placement.moved and self._has_meta and not checked:
                 # Before moving the cut, see whether another process has moved it already.
                 checked = True
@@ -237,7 +215,7 @@ class SuffixPolicy(Generic[SessionT]):
                 state.stored = value
                 if other is not None:
                     found = other
-                    placement = self._place(found, window, complete)
+                    placement = self._place(found, window, complete, len(window) - len(extra))
             if placement is not None and placement.base is not None:
                 break
             if placement is not None:  # where the window lies is unknown: read it all, once
@@ -272,11 +250,40 @@ class SuffixPolicy(Generic[SessionT]):
         return tuple(window[start:]), None
 
     def _place(
-        self, found: Found | None, window: Sequence[Message], complete: bool
+        self, found: Found | None, window: Sequence[Message], complete: bool, kept: int
     ) -> Placement | None:
+        cold = self._cold(window, kept)
         return place(
-            found, window, complete, limit=self.limit, trim_to=self.trim_to, cost=self._cost
+            found,
+            window,
+            complete,
+            limit=self.limit,
+            trim_to=self.trim_to,
+            cost=self._cost,
+            cold=cold,
         )
+
+    def _ttl_suffix(self) -> str:
+        """What ``cache_ttl`` adds to the cut's meta key: a policy that cuts when the cache
+        is cold keeps its own cut (``".ttl300"``), one without adds nothing."""
+        return "" if self.cache_ttl is None else f".ttl{self.cache_ttl:g}"
+
+    def _ttl_repr(self) -> str:
+        return "" if self.cache_ttl is None else f", cache_ttl={self.cache_ttl:g}"
+
+    def _cold(self, window: Sequence[Message], kept: int) -> bool:
+        """Whether the provider's prompt cache has expired for this read: the newest stored
+        message (of ``window``'s first ``kept``) came more than :attr:`cache_ttl` after the
+        one before it, which the previous request ended with. Read from the stored times,
+        so every reader of the same history agrees, and a read of the same history again
+        finds the cut already moved."""
+        ttl = self.cache_ttl
+        if ttl is None or kept < 2:
+            return False
+        newest, before = window[kept - 1].created_at, window[kept - 2].created_at
+        if newest is None or before is None:
+            return False
+        return (newest - before).total_seconds() > ttl
 
     @overload
     def get_messages(self: SuffixPolicy[Session]) -> tuple[Message, ...]: ...

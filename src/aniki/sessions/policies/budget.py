@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from ...messages import Message
 from ...tokens import TokenCounter, counter_for_model
-from ._policy import CountsTokens, SessionT, SuffixPolicy, check_positive, check_trim_to
+from ._checks import check_cache_ttl, check_positive, check_trim_to
+from ._policy import CountsTokens, SessionT, SuffixPolicy
 
 __all__ = ["TokenBudgetSession"]
 
@@ -22,7 +25,10 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
     of ``max_tokens``); ``trim_to=max_tokens`` slides the window every turn instead, which
     sends fewer tokens but has almost none of them served from cache. The cut is kept in the
     inner store's per-session meta, so another object, process or restart reads the same
-    view (over a store without ``get_meta``, in this object only).
+    view (over a store without ``get_meta``, in this object only). ``cache_ttl`` (seconds, or
+    a ``timedelta``) is the provider's prompt-cache lifetime: when a message comes longer
+    than that after the one before it, the cache has expired and the whole request is paid
+    again anyway, so the cut moves then, to leave at most ``trim_to``, even if the view fits.
 
     Tokens are counted by ``counter`` (default: :func:`~aniki.tokens.counter_for_model` for
     ``model``, an estimate when no model is given), and each message's count is remembered,
@@ -46,9 +52,11 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
         trim_to: int | None = None,
         model: str | None = None,
         counter: TokenCounter | None = None,
+        cache_ttl: float | timedelta | None = None,
     ) -> None:
         limit = check_positive("max_tokens", max_tokens)
-        super().__init__(inner, limit, check_trim_to(trim_to, limit, "max_tokens"))
+        trim = check_trim_to(trim_to, limit, "max_tokens")
+        super().__init__(inner, limit, trim, check_cache_ttl(cache_ttl))
         self.max_tokens = limit
         """The most tokens a read returns (unless the last exchange alone is larger)."""
         self._counter = counter if counter is not None else counter_for_model(model)
@@ -62,7 +70,7 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
         encoding = getattr(counter, "encoding", None)
         if isinstance(encoding, str):
             kind += f".{encoding}"
-        return f"aniki.cut.tokens.{self.max_tokens}.{self.trim_to}.{kind}"
+        return f"aniki.cut.tokens.{self.max_tokens}.{self.trim_to}.{kind}{self._ttl_suffix()}"
 
     def _cost(self, message: Message) -> int:
         return self._counter.count_message(message)
@@ -73,5 +81,5 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
     def __repr__(self) -> str:
         return (
             f"TokenBudgetSession({self._inner!r}, max_tokens={self.max_tokens}, "
-            f"trim_to={self.trim_to})"
+            f"trim_to={self.trim_to}{self._ttl_repr()})"
         )

@@ -15,7 +15,8 @@ from ...tokens import TokenCounter, counter_for_model
 from .. import _session_io as session_io
 from .._capabilities import ReadInfo, capabilities_of
 from ..base import AsyncSession, Session
-from ._policy import CountsTokens, check_positive, check_session
+from ._checks import check_positive, check_session
+from ._policy import CountsTokens
 from ._select import select_start
 from ._summarizer import Summarizer, summarize
 from ._summary import (

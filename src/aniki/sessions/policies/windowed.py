@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from ...messages import Message
-from ._policy import SessionT, SuffixPolicy, check_positive, check_trim_to
+from ._checks import check_cache_ttl, check_positive, check_trim_to
+from ._policy import SessionT, SuffixPolicy
 from ._select import unit_cost
 
 __all__ = ["WindowedSession"]
@@ -21,6 +24,11 @@ class WindowedSession(SuffixPolicy[SessionT]):
     inner store's per-session meta, so another object, process or restart reads the same
     view (over a store without ``get_meta``, in this object only).
 
+    ``cache_ttl`` (seconds, or a ``timedelta``) is the provider's prompt-cache lifetime: when
+    a message comes longer than that after the one before it (the user came back after the
+    cache expired, so the whole request is paid again anyway), the cut moves then, to leave
+    at most ``trim_to``, even though the view still fits: the free moment to cut.
+
     The window never starts inside a tool exchange: when a cut would leave tool results
     without the assistant message that called them, it moves forward past them. When even
     the last exchange is longer than ``max_messages``, that exchange is returned whole.
@@ -35,16 +43,24 @@ class WindowedSession(SuffixPolicy[SessionT]):
         len(session.get_messages()) <= 20   # True (unless one exchange is longer)
     """
 
-    def __init__(self, inner: SessionT, max_messages: int, *, trim_to: int | None = None) -> None:
+    def __init__(
+        self,
+        inner: SessionT,
+        max_messages: int,
+        *,
+        trim_to: int | None = None,
+        cache_ttl: float | timedelta | None = None,
+    ) -> None:
         limit = check_positive("max_messages", max_messages)
-        super().__init__(inner, limit, check_trim_to(trim_to, limit, "max_messages"))
+        trim = check_trim_to(trim_to, limit, "max_messages")
+        super().__init__(inner, limit, trim, check_cache_ttl(cache_ttl))
         self.max_messages = limit
         """The most messages a read returns (unless one exchange alone is longer)."""
 
     @property
     def cut_key(self) -> str:
         """The meta key the cut is kept under, e.g. ``"aniki.cut.messages.40.20"``."""
-        return f"aniki.cut.messages.{self.max_messages}.{self.trim_to}"
+        return f"aniki.cut.messages.{self.max_messages}.{self.trim_to}{self._ttl_suffix()}"
 
     def _cost(self, message: Message) -> int:
         return unit_cost(message)
@@ -56,5 +72,5 @@ class WindowedSession(SuffixPolicy[SessionT]):
     def __repr__(self) -> str:
         return (
             f"WindowedSession({self._inner!r}, max_messages={self.max_messages}, "
-            f"trim_to={self.trim_to})"
+            f"trim_to={self.trim_to}{self._ttl_repr()})"
         )

@@ -30,11 +30,12 @@ from starlette.routing import Route
 from .. import __version__
 from .._secrets import hide_password
 from ..errors import AnikiError
+from ..pricing import Prices
 from ..sessions._pages import NamedPage, Page
 from ._chart import chart
 from ._data import StoreReader
 from ._headers import SecurityHeaders
-from ._views import INLINE_IMAGES, message_view, page_views, report_line, shown, usage_line
+from ._views import FILTERS, INLINE_IMAGES, message_view, page_views, report_line, usage_line
 
 __all__ = ["create_app"]
 
@@ -48,13 +49,14 @@ TURNS_PER_PAGE = 200
 SEARCH_HITS = 200
 
 
-def create_app(url: str) -> Starlette:
+def create_app(url: str, *, prices: Prices | None = None) -> Starlette:
     """The inspector for the store at ``url``, as an ASGI application.
 
     The store is opened when the application starts (its lifespan) and closed when it
     stops; a store that does not exist is refused then, with a :class:`~aniki.UserError`.
+    ``prices`` bill every model call (else each call's own model's, when they are known).
     """
-    inspector = _Inspector(url)
+    inspector = _Inspector(url, prices)
     routes = [
         Route("/", inspector.sessions),
         Route("/session", inspector.conversation),
@@ -79,8 +81,8 @@ def create_app(url: str) -> Starlette:
 
 
 class _Inspector:
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, prices: Prices | None) -> None:
+        self.url, self.prices = url, prices
         self.shown_url = hide_password(url)
         self.reader: StoreReader | None = None
         self.limiter = anyio.CapacityLimiter(1)  # one thread uses the store at a time
@@ -91,14 +93,16 @@ class _Inspector:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.templates.filters["shown"] = shown
+        self.templates.filters.update(FILTERS)
         self.templates.globals.update(
             store=self.shown_url, version=__version__, link=_link, usage_line=usage_line
         )
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self.reader = await anyio.to_thread.run_sync(StoreReader, self.url, limiter=self.limiter)
+        self.reader = await anyio.to_thread.run_sync(
+            lambda: StoreReader(self.url, prices=self.prices), limiter=self.limiter
+        )
         try:
             yield
         finally:

@@ -20,11 +20,13 @@ from .._run.journal import KEY, RunInfo, runs_in
 from .._secrets import hide_password
 from ..errors import UserError
 from ..messages import Message
+from ..pricing import Prices, prices_for
 from ..reports import ContextReport
 from ..sessions._blobs import AttachmentRef
 from ..sessions._capabilities import capabilities_of
 from ..sessions._pages import NamedPage, Page, read_named_page, read_page
 from ..sessions.base import SessionInfo
+from ..usage import Usage
 
 __all__ = [
     "CallView",
@@ -61,6 +63,11 @@ class TurnCost:
     cache_reported: bool = False
     """Whether a call of the turn reported prompt-cache tokens (read or written). A provider
     that never does (llama.cpp's server, say) leaves :attr:`cached` at 0 without meaning it."""
+    cost: float | None = None
+    """Dollars billed for the calls that reported usage and could be priced (see
+    :attr:`priced`); ``None`` when none could: never a figure made up from an estimate."""
+    priced: int = 0
+    """Calls counted in :attr:`cost`."""
 
 
 @dataclass(slots=True)
@@ -72,6 +79,11 @@ class Costs:
     """How many messages were read into :attr:`turns`."""
     last_id: str | None = None
     """The id of the last message read, to notice a history that was edited since."""
+    prices: Prices | None = None
+    """The prices every call is billed at; ``None``: each at its own model's, when
+    :func:`~aniki.pricing.prices_for` knows it."""
+    _known: dict[str, Prices | None] = field(default_factory=dict, repr=False)
+    """Each model name met so far and its prices (``None``: unknown)."""
 
     @property
     def sent(self) -> int:
@@ -93,6 +105,18 @@ class Costs:
         """Model calls over the whole conversation."""
         return sum(turn.calls for turn in self.turns)
 
+    @property
+    def cost(self) -> float | None:
+        """Dollars over the whole conversation, for the calls that could be priced;
+        ``None`` when none could."""
+        costs = [turn.cost for turn in self.turns if turn.cost is not None]
+        return sum(costs) if costs else None
+
+    @property
+    def priced(self) -> int:
+        """Calls counted in :attr:`cost`."""
+        return sum(turn.priced for turn in self.turns)
+
     def add(self, index: int, message: Message) -> None:
         """Count ``message``, the history's message at ``index``."""
         if message.role == "user" or not self.turns:
@@ -109,11 +133,31 @@ class Costs:
             turn.cached += usage.cache_read_tokens
             if usage.cache_read_tokens or usage.cache_write_tokens:
                 turn.cache_reported = True
+            self._price(turn, message.model, usage)
         elif report is not None:
             turn.sent += report.tokens.total
             turn.estimated += 1
         else:
             turn.estimated += 1
+
+    def _price(self, turn: TurnCost, model: str | None, usage: Usage) -> None:
+        """Add what ``usage`` cost to ``turn``, when its prices are known."""
+        prices = self.prices
+        if prices is None and model is not None:
+            if model not in self._known:
+                try:
+                    self._known[model] = prices_for(model)
+                except UserError:
+                    self._known[model] = None
+            prices = self._known[model]
+        if prices is None:
+            return
+        try:
+            cost = prices.cost(usage)
+        except UserError:  # counts no provider sends (more cached than sent): not priced
+            return
+        turn.cost = (turn.cost or 0.0) + cost
+        turn.priced += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +186,8 @@ class CallView:
 class StoreReader:
     """Read-only access to the store at one URL."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, prices: Prices | None = None) -> None:
+        """Open the store at ``url``; ``prices``, when given, bill every model call."""
         from ..cli._stores import absent, check_store_url
         from ..sessions.store import open_store
 
@@ -155,6 +200,7 @@ class StoreReader:
         _refuse_empty(self.url)
         self._store: Any = open_store(self.url)
         self._costs: dict[str, Costs] = {}
+        self._prices = prices
 
     def close(self) -> None:
         """Close the store's connections."""
@@ -207,7 +253,7 @@ class StoreReader:
             if check.total < costs.read or check.messages[0].id != costs.last_id:
                 costs = None  # cleared, undone or replaced since
         if costs is None:
-            costs = Costs()
+            costs = Costs(prices=self._prices)
         for page in _scan(session, costs.read, read_named_page):
             for index, message in enumerate(page.messages, start=page.start):
                 costs.add(index, message)

@@ -8,9 +8,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..pricing import Prices
 
 __all__ = ["DEFAULT_PORT", "HOST", "create_app", "running", "serve"]
 
@@ -19,28 +22,34 @@ HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
 
-def create_app(url: str) -> Any:
+def create_app(url: str, *, prices: Prices | None = None) -> Any:
     """The inspector for the store at ``url`` as an ASGI application (a Starlette app).
 
     The store is opened when the application starts and closed when it stops. Serve it
     with any ASGI server bound to 127.0.0.1; it answers only requests addressed to
-    ``127.0.0.1`` or ``localhost``.
+    ``127.0.0.1`` or ``localhost``. ``prices`` bill every model call on the tokens page;
+    without them, each call is billed at its own model's prices when
+    :func:`aniki.pricing.prices_for` knows them.
     """
     from ._app import create_app as make
 
-    return make(url)
+    return make(url, prices=prices)
 
 
 def serve(
-    url: str, *, port: int = DEFAULT_PORT, ready: Callable[[str], None] | None = None
+    url: str,
+    *,
+    port: int = DEFAULT_PORT,
+    ready: Callable[[str], None] | None = None,
+    prices: Prices | None = None,
 ) -> None:
     """Serve the inspector for the store at ``url`` on ``http://127.0.0.1:PORT/`` until
     interrupted (Ctrl-C). ``port=0`` takes a free port; ``ready`` is called with the page's
-    address once it answers.
+    address once it answers; ``prices`` are :func:`create_app`'s.
 
     Raises :class:`~aniki.UserError` when the port is taken or the store does not exist.
     """
-    server, sock = _server(url, port)
+    server, sock = _server(url, port, prices)
     address = f"http://{HOST}:{sock.getsockname()[1]}/"
     if ready is not None:
         _when_started(server, lambda: ready(address))
@@ -51,10 +60,10 @@ def serve(
 
 
 @contextmanager
-def running(url: str, *, port: int = 0) -> Iterator[str]:
+def running(url: str, *, port: int = 0, prices: Prices | None = None) -> Iterator[str]:
     """The inspector served on a background thread while the block runs; yields its address
-    (``http://127.0.0.1:PORT/``). For tests and notebooks."""
-    server, sock = _server(url, port)
+    (``http://127.0.0.1:PORT/``). For tests and notebooks; ``prices`` are :func:`create_app`'s."""
+    server, sock = _server(url, port, prices)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -71,7 +80,7 @@ def running(url: str, *, port: int = 0) -> Iterator[str]:
         sock.close()
 
 
-def _server(url: str, port: int) -> tuple[Any, socket.socket]:
+def _server(url: str, port: int, prices: Prices | None) -> tuple[Any, socket.socket]:
     try:
         import uvicorn
     except ModuleNotFoundError as exc:
@@ -81,7 +90,7 @@ def _server(url: str, port: int) -> tuple[Any, socket.socket]:
     from ._data import StoreReader
 
     StoreReader(url).close()  # a missing store or a dead server is said here, not logged
-    app = create_app(url)
+    app = create_app(url, prices=prices)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

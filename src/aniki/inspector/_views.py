@@ -8,6 +8,7 @@ message can neither inject markup nor reorder what the page shows.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,7 +20,15 @@ from ..sessions._blobs import AttachmentRef
 from ..sessions._pages import NamedPage
 from ..usage import Usage
 
-__all__ = ["INLINE_IMAGES", "MessageView", "message_view", "page_views", "shown"]
+__all__ = [
+    "FILTERS",
+    "INLINE_IMAGES",
+    "MessageView",
+    "dollars",
+    "message_view",
+    "page_views",
+    "shown",
+]
 
 INLINE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Attachments shown as pictures; every other kind is offered as a download."""
@@ -151,6 +160,14 @@ def usage_line(usage: Usage) -> str:
     return ", ".join(parts)
 
 
+def dollars(value: float) -> str:
+    """An amount of dollars: cents from $1 up (``$1,234.50``), else three significant
+    digits (``$0.0123``, ``$0.000150``), so a cheap call does not read as ``$0.00``."""
+    if value >= 1 or value <= 0:
+        return f"${value:,.2f}"
+    return f"${value:.{2 - math.floor(math.log10(value))}f}"
+
+
 def report_line(report: ContextReport) -> str:
     """A kept context report in one line, without what the provider billed."""
     stored = "?" if report.stored_messages is None else f"{report.stored_messages:,}"
@@ -174,3 +191,7 @@ def _time(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+FILTERS = {"shown": shown, "dollars": dollars}
+"""The filters the templates use: ``{{ text | shown }}``, ``{{ cost | dollars }}``."""

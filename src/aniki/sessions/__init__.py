@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .file.session import FileSession
     from .file.store import FileStore
     from .memory_async import AsyncInMemorySession
+    from .policies._clearing import ClearToolResults
     from .policies._summary import Summary
     from .policies.budget import TokenBudgetSession
     from .policies.summarizing import SummarizingSession
@@ -38,6 +39,7 @@ __all__ = [
     "AsyncSQLiteSession",
     "AsyncSession",
     "AsyncSessionStore",
+    "ClearToolResults",
     "DecryptionError",
     "Durability",
     "EncryptedSession",
@@ -73,6 +75,7 @@ _LAZY: dict[str, str] = {
     "AsyncRedisSession": ".redis",
     "AsyncSQLiteSession": ".sqlite.aio",
     "AsyncSessionStore": ".store",
+    "ClearToolResults": ".policies",
     "DecryptionError": ".encrypted",
     "Durability": "._args",
     "EncryptedSession": ".encrypted",

@@ -5,13 +5,21 @@
 - ``summarizing.py``: :class:`SummarizingSession`, a summary and the recent messages
 - ``_policy.py``, ``_select.py``, ``_cut.py``: what they share: valid starts (never
   splitting a tool call from its result), the stepped cut kept in the session's meta
+- ``_clearing.py``: :class:`ClearToolResults`, old tool results cleared from a view in steps
 - ``_summary.py``, ``_summary_claim.py``: stored summaries, and one summarizer per crossing
 - ``_summarizer.py``: the summarizer's call, its reply capped and fitted off the event loop
 """
 
+from ._clearing import ClearToolResults
 from ._summary import Summary
 from .budget import TokenBudgetSession
 from .summarizing import SummarizingSession
 from .windowed import WindowedSession
 
-__all__ = ["Summary", "SummarizingSession", "TokenBudgetSession", "WindowedSession"]
+__all__ = [
+    "ClearToolResults",
+    "Summary",
+    "SummarizingSession",
+    "TokenBudgetSession",
+    "WindowedSession",
+]

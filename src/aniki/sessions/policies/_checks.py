@@ -7,8 +7,15 @@ from datetime import timedelta
 
 from ...errors import UserError
 from ..base import missing_methods
+from ._clearing import ClearToolResults
 
-__all__ = ["check_cache_ttl", "check_positive", "check_session", "check_trim_to"]
+__all__ = [
+    "check_cache_ttl",
+    "check_clearing",
+    "check_positive",
+    "check_session",
+    "check_trim_to",
+]
 
 
 def check_positive(name: str, value: object) -> int:
@@ -57,3 +64,18 @@ def check_session(inner: object) -> None:
             f"a history policy wraps a Session or AsyncSession; "
             f"{type(inner).__name__} has no {missing[0]}() method"
         )
+
+
+def check_clearing(value: object) -> ClearToolResults | None:
+    """``clear_tool_results=``: ``True`` for the defaults, a :class:`ClearToolResults`, or
+    ``None`` / ``False`` for none; anything else is a :class:`~aniki.UserError`."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return ClearToolResults()
+    if isinstance(value, ClearToolResults):
+        return value
+    raise UserError(
+        "clear_tool_results must be True, False, None or a ClearToolResults(keep_turns=..., "
+        f"every=..., min_chars=...), got {value!r}"
+    )

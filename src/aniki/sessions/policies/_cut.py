@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from dataclasses import replace as _replace
+from types import MappingProxyType
 from typing import Any
 
 from ...messages import Message
+from ._clearing import ClearToolResults, clear, users_in
 from ._select import Cost, opens, select_start, within
 from ._summary import message_digest
 
@@ -43,6 +46,7 @@ __all__ = [
     "Anchor",
     "CutRecord",
     "Placement",
+    "cache_cold",
     "locate",
     "place",
 ]
@@ -80,11 +84,16 @@ class CutRecord:
     position: int | None = None
     """The index of the view's first message in the whole history (``None`` in a record
     written before positions were kept: it is found, then rewritten with one)."""
+    turns: int | None = None
+    """How many turns (user messages) the history holds before the cut: the window's
+    clearing counts turns from it (``None`` when not recorded)."""
 
     @classmethod
-    def at(cls, window: Sequence[Message], start: int, base: int = 0) -> CutRecord:
+    def at(
+        cls, window: Sequence[Message], start: int, base: int = 0, turns: int | None = None
+    ) -> CutRecord:
         """The record of a cut at ``window[start]`` (``start >= 1``), where ``window[0]`` is
-        message ``base`` of the history."""
+        message ``base`` of the history; ``turns``: the user messages before the cut."""
         first, kept = window[start], window[start : start + _KEPT]
         return cls(
             first=message_digest(first),
@@ -94,6 +103,7 @@ class CutRecord:
             kept=len(kept),
             kept_digest=_run_digest(kept),
             position=base + start,
+            turns=turns,
         )
 
     def matches(self, window: Sequence[Message], start: int) -> bool:
@@ -120,6 +130,7 @@ class CutRecord:
             "kept": self.kept,
             "kept_digest": self.kept_digest,
             "position": self.position,
+            **({} if self.turns is None else {"turns": self.turns}),
         }
 
     @classmethod
@@ -137,6 +148,7 @@ class CutRecord:
                 kept=value["kept"],
                 kept_digest=value["kept_digest"],
                 position=value.get("position"),
+                turns=value.get("turns"),
             )
         except KeyError:
             return None
@@ -148,6 +160,7 @@ class CutRecord:
             and type(record.kept) is int
             and record.kept >= 1
             and (position is None or (type(position) is int and position >= 1))
+            and (record.turns is None or (type(record.turns) is int and record.turns >= 0))
         )
         return record if fields_ok else None
 
@@ -164,6 +177,8 @@ class Anchor:
     """The view as last returned; the next view from the same cut starts with it."""
     position: int
     """The index of ``view[0]`` in the whole history."""
+    turns: int | None = None
+    """How many turns (user messages) the history holds before ``view[0]``."""
 
     def matches(self, window: Sequence[Message], start: int, complete: bool) -> bool:
         """Whether the cut lies at ``window[start]``."""
@@ -192,6 +207,27 @@ class Placement:
     base: int | None
     """The index of ``window[0]`` in the whole history; ``None`` when a partial window does
     not tell (no cut with a known position was found in it): read the history whole."""
+    replaced: Mapping[int, Message] = field(default_factory=lambda: _NOTHING)
+    """What the view sends in place of its cleared messages, by the ``id()`` of each."""
+    turns: int | None = None
+    """How many turns the history holds before the view's first message (when known)."""
+
+
+_NOTHING: Mapping[int, Message] = MappingProxyType({})
+
+
+def cache_cold(window: Sequence[Message], kept: int, ttl: float | None) -> bool:
+    """Whether the provider's prompt cache has expired for a read of ``window`` (whose first
+    ``kept`` messages are stored): the newest stored message came more than ``ttl`` seconds
+    after the one before it, which the previous request ended with. Read from the stored
+    times, so every reader of the same history agrees, and a read of the same history again
+    finds the cut already moved."""
+    if ttl is None or kept < 2:
+        return False
+    newest, before = window[kept - 1].created_at, window[kept - 2].created_at
+    if newest is None or before is None:
+        return False
+    return (newest - before).total_seconds() > ttl
 
 
 def locate(found: Found | None, window: Sequence[Message], complete: bool) -> int | None:
@@ -250,6 +286,7 @@ def place(
     trim_to: int,
     cost: Cost,
     cold: bool = False,
+    clearing: ClearToolResults | None = None,
 ) -> Placement | None:
     """Where the view over ``window`` (the last messages of the history) starts.
 
@@ -258,12 +295,60 @@ def place(
     it fits. Otherwise the cut moves to the first valid start leaving at most ``trim_to``.
     With ``cold`` (the provider's prompt cache has expired: the whole request is paid again
     anyway), it moves there too when the view holds more than ``trim_to``, even if it fits.
+    With ``clearing``, the old tool results it names weigh what their placeholders weigh,
+    and the placement says what the view sends in their place.
     ``None`` when ``window`` is too short to tell: fetch more and call again.
     """
     located = _find(found, window, complete)
     if located is None:
         return None
     at, base = located
+    first = _first_turn(found, window, at, complete)
+    replaced: Mapping[int, Message] = _NOTHING
+    if clearing is not None:
+        if first is None:  # the turns are not known here: read the history whole, once
+            return Placement(0, moved=False, base=None)
+        replaced = clear(window, first, clearing)
+        if replaced:
+            cost = _cleared_cost(cost, replaced)
+    placed = _placed(found, window, complete, at, base, limit, trim_to, cost, cold)
+    if placed is None or placed.base is None:
+        return placed
+    turns = None if first is None else first + users_in(window[: placed.start])
+    return _replace(placed, replaced=replaced, turns=turns)
+
+
+def _first_turn(
+    found: Found | None, window: Sequence[Message], at: int | None, complete: bool
+) -> int | None:
+    """How many turns the history holds before ``window[0]``, when known."""
+    if complete:
+        return 0
+    if at is None or found is None or found.turns is None:
+        return None
+    first = found.turns - users_in(window[:at])
+    return first if first >= 0 else None
+
+
+def _cleared_cost(cost: Cost, replaced: Mapping[int, Message]) -> Cost:
+    def cleared(message: Message) -> int:
+        return cost(replaced.get(id(message), message))
+
+    return cleared
+
+
+def _placed(
+    found: Found | None,
+    window: Sequence[Message],
+    complete: bool,
+    at: int | None,
+    base: int | None,
+    limit: int,
+    trim_to: int,
+    cost: Cost,
+    cold: bool,
+) -> Placement | None:
+    """:func:`place` once the cut is located (``at``, ``base``)."""
     if trim_to >= limit:
         # A one-step slide: the longest valid suffix within the limit, from the history alone.
         start = select_start(window, limit, cost, complete=complete)

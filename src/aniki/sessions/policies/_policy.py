@@ -28,7 +28,8 @@ from .._driver import drive_either
 from .._now import NOT_NOW
 from ..base import AsyncSession, Session
 from ._checks import check_session
-from ._cut import Anchor, CutRecord, Found, Placement, place
+from ._clearing import ClearToolResults
+from ._cut import Anchor, CutRecord, Found, Placement, cache_cold, place
 
 __all__ = [
     "Add",
@@ -98,6 +99,8 @@ class _CutState:
     """The meta value as last read or written, to notice another writer and skip rewrites."""
     loaded: bool = False
     """Whether the meta value has been read at all."""
+    cleared: int | None = None
+    """How many messages of the last view were sent cleared (``None`` before a read)."""
 
 
 class SuffixPolicy(Generic[SessionT]):
@@ -128,6 +131,7 @@ class SuffixPolicy(Generic[SessionT]):
         limit: int,
         trim_to: int,
         cache_ttl: float | None = None,
+        clearing: ClearToolResults | None = None,
     ) -> None:
         check_session(inner)
         # Subclasses take ``inner: SessionT``; mypy cannot pass a constrained TypeVar through.
@@ -138,6 +142,7 @@ class SuffixPolicy(Generic[SessionT]):
         self.limit = limit
         self.trim_to = trim_to
         self.cache_ttl = cache_ttl
+        self._clearing = clearing
         # A one-step slide (trim_to == limit) follows from the history alone: any reader
         # finds the same view, so there is no cut to keep (and none to write every turn).
         self._has_meta = trim_to < limit and can.get_meta is not None
@@ -235,24 +240,35 @@ class SuffixPolicy(Generic[SessionT]):
         """Remember where the view starts (``placement`` in ``window``, whose first ``kept``
         messages are stored): the view, and the cut to store in meta (``None``: none)."""
         state = self._state
-        start, base = placement.start, placement.base
+        start, base, replaced = placement.start, placement.base, placement.replaced
         assert base is not None  # placed
-        self._last_read = ReadInfo(stored=base + kept, prefix_kept=not placement.moved)
+        view = tuple(window[start:])
+        if replaced:
+            view = tuple(replaced.get(id(message), message) for message in view)
+        # A clearing step changes messages the last view sent: the prefix breaks there too.
+        cleared = sum(1 for message in window[start:kept] if id(message) in replaced)
+        stepped = state.cleared is not None and cleared != state.cleared
+        state.cleared = cleared
+        kept_prefix = not placement.moved and not stepped
+        self._last_read = ReadInfo(stored=base + kept, prefix_kept=kept_prefix)
         if start >= kept:
-            return tuple(window[start:]), None
+            return view, None
         before = window[start - 1] if start else None
-        state.found = Anchor(before, tuple(window[start:kept]), base + start)
-        stale = placement.moved or (isinstance(found, CutRecord) and found.position is None)
-        if stale and start > 0 and self._has_meta:
-            value = CutRecord.at(window[:kept], start, base).to_value()
+        turns = placement.turns
+        state.found = Anchor(before, tuple(window[start:kept]), base + start, turns)
+        unknown = isinstance(found, CutRecord) and (
+            found.position is None or (self._clearing is not None and found.turns is None)
+        )
+        if (placement.moved or unknown) and start > 0 and self._has_meta:
+            value = CutRecord.at(window[:kept], start, base, turns).to_value()
             if value != state.stored:
-                return tuple(window[start:]), value
-        return tuple(window[start:]), None
+                return view, value
+        return view, None
 
     def _place(
         self, found: Found | None, window: Sequence[Message], complete: bool, kept: int
     ) -> Placement | None:
-        cold = self._cold(window, kept)
+        cold = cache_cold(window, kept, self.cache_ttl)
         return place(
             found,
             window,
@@ -261,29 +277,19 @@ class SuffixPolicy(Generic[SessionT]):
             trim_to=self.trim_to,
             cost=self._cost,
             cold=cold,
+            clearing=self._clearing,
         )
 
-    def _ttl_suffix(self) -> str:
-        """What ``cache_ttl`` adds to the cut's meta key: a policy that cuts when the cache
-        is cold keeps its own cut (``".ttl300"``), one without adds nothing."""
-        return "" if self.cache_ttl is None else f".ttl{self.cache_ttl:g}"
+    def _key_suffix(self) -> str:
+        """What ``cache_ttl`` and ``clear_tool_results`` add to the cut's meta key: such a
+        window keeps a cut of its own (``".ttl300"``, ``".clear2.4.400"``)."""
+        ttl = "" if self.cache_ttl is None else f".ttl{self.cache_ttl:g}"
+        return ttl + ("" if self._clearing is None else self._clearing.key)
 
-    def _ttl_repr(self) -> str:
-        return "" if self.cache_ttl is None else f", cache_ttl={self.cache_ttl:g}"
-
-    def _cold(self, window: Sequence[Message], kept: int) -> bool:
-        """Whether the provider's prompt cache has expired for this read: the newest stored
-        message (of ``window``'s first ``kept``) came more than :attr:`cache_ttl` after the
-        one before it, which the previous request ended with. Read from the stored times,
-        so every reader of the same history agrees, and a read of the same history again
-        finds the cut already moved."""
-        ttl = self.cache_ttl
-        if ttl is None or kept < 2:
-            return False
-        newest, before = window[kept - 1].created_at, window[kept - 2].created_at
-        if newest is None or before is None:
-            return False
-        return (newest - before).total_seconds() > ttl
+    def _options_repr(self) -> str:
+        ttl = "" if self.cache_ttl is None else f", cache_ttl={self.cache_ttl:g}"
+        clearing = self._clearing
+        return ttl + ("" if clearing is None else f", clear_tool_results={clearing!r}")
 
     @overload
     def get_messages(self: SuffixPolicy[Session]) -> tuple[Message, ...]: ...

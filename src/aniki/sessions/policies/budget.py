@@ -6,7 +6,8 @@ from datetime import timedelta
 
 from ...messages import Message
 from ...tokens import TokenCounter, counter_for_model
-from ._checks import check_cache_ttl, check_positive, check_trim_to
+from ._checks import check_cache_ttl, check_clearing, check_positive, check_trim_to
+from ._clearing import ClearToolResults
 from ._policy import CountsTokens, SessionT, SuffixPolicy
 
 __all__ = ["TokenBudgetSession"]
@@ -53,10 +54,12 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
         model: str | None = None,
         counter: TokenCounter | None = None,
         cache_ttl: float | timedelta | None = None,
+        clear_tool_results: ClearToolResults | bool | None = None,
     ) -> None:
         limit = check_positive("max_tokens", max_tokens)
         trim = check_trim_to(trim_to, limit, "max_tokens")
-        super().__init__(inner, limit, trim, check_cache_ttl(cache_ttl))
+        clearing = check_clearing(clear_tool_results)
+        super().__init__(inner, limit, trim, check_cache_ttl(cache_ttl), clearing)
         self.max_tokens = limit
         """The most tokens a read returns (unless the last exchange alone is larger)."""
         self._counter = counter if counter is not None else counter_for_model(model)
@@ -70,7 +73,7 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
         encoding = getattr(counter, "encoding", None)
         if isinstance(encoding, str):
             kind += f".{encoding}"
-        return f"aniki.cut.tokens.{self.max_tokens}.{self.trim_to}.{kind}{self._ttl_suffix()}"
+        return f"aniki.cut.tokens.{self.max_tokens}.{self.trim_to}.{kind}{self._key_suffix()}"
 
     def _cost(self, message: Message) -> int:
         return self._counter.count_message(message)
@@ -81,5 +84,5 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
     def __repr__(self) -> str:
         return (
             f"TokenBudgetSession({self._inner!r}, max_tokens={self.max_tokens}, "
-            f"trim_to={self.trim_to}{self._ttl_repr()})"
+            f"trim_to={self.trim_to}{self._options_repr()})"
         )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ...messages import Message
-from ._checks import check_cache_ttl, check_positive, check_trim_to
+from ._checks import check_cache_ttl, check_clearing, check_positive, check_trim_to
+from ._clearing import ClearToolResults
 from ._policy import SessionT, SuffixPolicy
 from ._select import unit_cost
 
@@ -50,17 +51,19 @@ class WindowedSession(SuffixPolicy[SessionT]):
         *,
         trim_to: int | None = None,
         cache_ttl: float | timedelta | None = None,
+        clear_tool_results: ClearToolResults | bool | None = None,
     ) -> None:
         limit = check_positive("max_messages", max_messages)
         trim = check_trim_to(trim_to, limit, "max_messages")
-        super().__init__(inner, limit, trim, check_cache_ttl(cache_ttl))
+        clearing = check_clearing(clear_tool_results)
+        super().__init__(inner, limit, trim, check_cache_ttl(cache_ttl), clearing)
         self.max_messages = limit
         """The most messages a read returns (unless one exchange alone is longer)."""
 
     @property
     def cut_key(self) -> str:
         """The meta key the cut is kept under, e.g. ``"aniki.cut.messages.40.20"``."""
-        return f"aniki.cut.messages.{self.max_messages}.{self.trim_to}{self._ttl_suffix()}"
+        return f"aniki.cut.messages.{self.max_messages}.{self.trim_to}{self._key_suffix()}"
 
     def _cost(self, message: Message) -> int:
         return unit_cost(message)
@@ -72,5 +75,5 @@ class WindowedSession(SuffixPolicy[SessionT]):
     def __repr__(self) -> str:
         return (
             f"WindowedSession({self._inner!r}, max_messages={self.max_messages}, "
-            f"trim_to={self.trim_to}{self._ttl_repr()})"
+            f"trim_to={self.trim_to}{self._options_repr()})"
         )

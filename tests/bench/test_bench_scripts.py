@@ -143,3 +143,31 @@ def test_retention_lists_prunes_and_deletes_in_every_store(tmp_path: Path) -> No
         assert row[4].endswith("(100)"), row  # user-1 owns 100 of the smoke size's 300
         assert row[5].endswith("(200)") or row[5].endswith("(201)"), row  # (+ the writer's)
     assert list(tmp_path.iterdir()) == [], "the benchmark left files behind"
+
+
+def test_tool_bills_prices_every_side_above_the_floor() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_tool_bills.py"), "--quick", "--turns", "8"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    blocks = done.stdout.split("\n### ")[1:]
+    assert [block.split(":")[0] for block in blocks] == ["tool-heavy", "pauses"], done.stdout
+    for block in blocks:
+        table = [line for line in block.splitlines() if line.startswith("| ")]
+        rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table]
+        header, floor, sides = rows[0], rows[1], rows[2:]
+        billed = [i for i, name in enumerate(header) if name.endswith("billed (input tokens)")]
+        assert len(billed) == 2 and floor[0].startswith("floor"), rows
+        labels = {row[0] for row in sides}
+        assert {"no policy", "TokenBudgetSession(16,000)", "WindowedSession(40)"} <= labels, rows
+        assert any(label.startswith("openai-agents") for label in labels) == PEERS, rows
+        for row in sides:
+            for column in billed:
+                side, least = (float(cells[column].replace(",", "")) for cells in (row, floor))
+                assert side > least, (row, floor)  # the floor is below every side
+    assert "TokenBudgetSession(16,000, cache_ttl=300)" in blocks[1]
+    assert "Targeted figures: tool-heavy" in done.stdout

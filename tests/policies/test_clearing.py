@@ -223,7 +223,7 @@ def test_an_old_attachment_is_sent_as_its_name() -> None:
 def test_the_cut_is_kept_under_a_key_of_its_own() -> None:
     store = InMemorySession("k")
     assert TokenBudgetSession(store, 4000, clear_tool_results=True).cut_key.endswith(
-        ".EstimatingCounter.clear2.4.400"
+        ".EstimatingCounter.clear1.2.400"
     )
     assert WindowedSession(store, 40, clear_tool_results=False).cut_key == (
         "aniki.cut.messages.40.20"

@@ -37,16 +37,17 @@ from ..messages import Message, ToolCall
 from ..providers.base import ModelRequest, ModelResponse, Provider, merge_settings
 from ..reports import ContextReport
 from ..sessions import _session_io as session_io
+from ..sessions._reading import reading
 from ..tools import Tool
 from ..usage import Usage
 from . import observe, once, steps
 from .handoffs import (
     handed_off,
     handoff_answer,
-    handoff_definition,
     handoff_targets,
     misplaced_answer,
 )
+from .heads import reading_run, request_head
 from .model_stream import stream_response
 from .plan import HeldTurn, Outcome, RunPlan
 from .replies import vetted
@@ -238,12 +239,14 @@ async def store(
     step, and the next read asks the store). ``then``: as
     :func:`aniki.sessions._session_io.append_then_read` runs it."""
     if steps.current() is None:
-        return await session_io.append_then_read(
-            plan.session, messages, guard=plan.guard, then=then
-        )
+        with reading(reading_run(plan)):
+            return await session_io.append_then_read(
+                plan.session, messages, guard=plan.guard, then=then
+            )
 
     async def write() -> None:
-        await session_io.append_then_read(plan.session, messages, guard=plan.guard)
+        with reading(reading_run(plan)):
+            await session_io.append_then_read(plan.session, messages, guard=plan.guard)
 
     await steps.store_write(messages, write)
     return None
@@ -252,16 +255,11 @@ async def store(
 async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     history = outcome.take_history()
     if history is None or outcome.pending:  # the store's, then what a stream has not stored
-        history = await session_io.read_with(plan.session, outcome.pending)
-    instructions = await plan.agent.render_instructions(plan.context)
-    head: tuple[Message, ...] = (
-        (Message(role="system", content=instructions),) if instructions else ()
-    )
+        with reading(reading_run(plan)):
+            history = await session_io.read_with(plan.session, outcome.pending)
+    head, tools = await request_head(plan)
     messages = head + tuple(history) + tuple(outcome.corrections)
     spec = plan.agent.output
-    tools = tuple(t.definition() for t in plan.tools.values()) + tuple(
-        handoff_definition(name, target) for name, target in plan.handoffs.items()
-    )
     if outcome.reports is not None:
         outcome.reports.add(
             messages,

@@ -13,15 +13,25 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from ..._threads import COMPUTE
+from ...errors import UserError
 from ...messages import Message
+from ...providers.base import ModelRequest, ModelResponse
 from ...tokens import TokenCounter
+from .._reading import ReadingRun, current
 from ..memory import InMemorySession
 from ._summary import fit_text, render_request, summary_message
 
 if TYPE_CHECKING:
     from ...agent import Agent
 
-__all__ = ["REPLY_CHARS_PER_TOKEN", "Summarizer", "fit_reply", "summarize"]
+__all__ = [
+    "REPLY_CHARS_PER_TOKEN",
+    "Summarizer",
+    "conversation_request",
+    "fit_reply",
+    "summarize",
+    "summarize_in_place",
+]
 
 Summarizer: TypeAlias = "Agent"
 """What writes the summaries: an agent, run here (the one module of the policies that runs
@@ -38,7 +48,7 @@ room for any text, and a reply longer still is cut, with a warning, before it is
 
 
 async def summarize(
-    summarizer: Summarizer,
+    summarizer: Summarizer | None,
     prompt: str,
     previous: str | None,
     messages: Sequence[Message],
@@ -46,14 +56,72 @@ async def summarize(
     share: int,
     counter: TokenCounter,
 ) -> str:
-    """``summarizer``'s summary of ``previous`` and ``messages``, fitted to ``share`` tokens
-    (its summary message, as ``counter`` counts it)."""
+    """The summary of ``previous`` and ``messages`` as a transcript, written by
+    ``summarizer`` (``None``: the model of the run reading the session), fitted to ``share``
+    tokens (its summary message, as ``counter`` counts it). Its calls are charged to that
+    run, when there is one."""
     from ...runner import Runner  # imported here: the runner imports the sessions package
 
     words = max(share * 3 // 5, 10)
     request = render_request(prompt, previous, messages, words)
+    run = current()
+    if summarizer is None:
+        run = _the_run(run)
+        asked = ModelRequest(run.model, (Message("user", request),), settings=run.settings)
+        return await fit_reply(_reply(await run.complete(asked)), share, counter)
     result = await Runner().run(summarizer, message=request, session=InMemorySession())
+    if run is not None:
+        run.charge(result.usage)
     return await fit_reply(result.content, share, counter)
+
+
+async def summarize_in_place(
+    prompt: str,
+    previous: str | None,
+    view: Sequence[Message],
+    kept: int,
+    *,
+    share: int,
+    counter: TokenCounter,
+) -> str:
+    """The run's own model's summary of the conversation as its last request sent it: the
+    run's instructions and tools, the summary so far, the messages of ``view``, then one
+    question asking for a summary of all but the last ``kept`` of them. Everything before the
+    question is what the run's previous request began with, so a prompt cache serves it."""
+    run = _the_run(current())
+    head, tools = await run.head()
+    before = (summary_message(previous),) if previous else ()
+    ask = Message("user", conversation_request(prompt, kept, max(share * 3 // 5, 10)))
+    request = ModelRequest(
+        run.model, (*head, *before, *view, ask), tools=tools, settings=run.settings
+    )
+    return await fit_reply(_reply(await run.complete(request)), share, counter)
+
+
+def conversation_request(prompt: str, kept: int, words: int) -> str:
+    """The question that ends a summary request made in the conversation's own terms."""
+    rest = f", except its last {kept} messages (they stay as they are)" if kept else ""
+    return (
+        "This message is from the application, not the user. Write a summary of the "
+        f"conversation above{rest}, earlier summary included, to stand in for it from now "
+        f"on.\n{prompt}\nKeep it under {words} words. Reply with the summary only: no "
+        "greeting, and do not call any tool."
+    )
+
+
+def _the_run(run: ReadingRun | None) -> ReadingRun:
+    if run is None:
+        raise UserError(
+            "a SummarizingSession without a summarizer summarizes with the model of the run "
+            "that reads it; read it through Runner.run, or give it a summarizer agent"
+        )
+    return run
+
+
+def _reply(response: ModelResponse) -> str:
+    if not response.content.strip() and response.tool_calls:
+        raise ValueError("the model called a tool instead of writing the summary")
+    return response.content
 
 
 async def fit_reply(reply: str, share: int, counter: TokenCounter) -> str:

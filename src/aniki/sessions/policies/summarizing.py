@@ -18,7 +18,7 @@ from ..base import AsyncSession, Session
 from ._checks import check_positive, check_session
 from ._policy import CountsTokens
 from ._select import select_start
-from ._summarizer import Summarizer, summarize
+from ._summarizer import Summarizer, summarize, summarize_in_place
 from ._summary import (
     DEFAULT_PROMPT,
     SUMMARY_KEY,
@@ -48,10 +48,11 @@ class SummarizingSession(CountsTokens):
 
     While the history fits ``max_tokens`` it is returned as it is. When a read finds it over
     the budget, the ``summarizer`` agent folds the oldest messages into a summary, keeping the
-    most recent ``keep_recent`` tokens verbatim; the summary then takes at most
-    ``max_tokens / 2 - keep_recent`` tokens, so the next summary comes only after about half a
-    budget of new conversation. A read returns one system message holding the summary, then
-    the kept messages, never splitting a tool exchange.
+    most recent ``keep_recent`` tokens verbatim (``None``: the run's own model, asked with the
+    run's instructions, tools and history, which a prompt cache serves); the summary then
+    takes at most ``max_tokens / 2 - keep_recent`` tokens, so the next summary comes only
+    after about half a budget of new conversation. A read returns one system message holding
+    the summary, then the kept messages, never splitting a tool exchange.
 
     The summary is stored beside the history (the store's ``get_meta`` / ``set_meta``, under
     ``"aniki.summary"``) with how many messages it covers and a fingerprint of the last of
@@ -72,11 +73,8 @@ class SummarizingSession(CountsTokens):
 
     Example::
 
-        summarizer = Agent("Summarizer", model="gpt-4o-mini")
-        session = SummarizingSession(SQLiteSession("chat-42"), summarizer, 8_000,
-                                     model="gpt-4o-mini")
-        agent = Agent("Assistant", model="gpt-4o-mini", session=session)
-        await Runner().run(agent, message="Hi")
+        session = SummarizingSession(SQLiteSession("chat-42"), None, 8_000, model="gpt-4o-mini")
+        await Runner().run(Agent("Assistant", model="gpt-4o-mini", session=session), message="Hi")
     """
 
     DEFAULT_PROMPT = DEFAULT_PROMPT
@@ -90,7 +88,7 @@ class SummarizingSession(CountsTokens):
     def __init__(
         self,
         inner: Session | AsyncSession,
-        summarizer: Summarizer,
+        summarizer: Summarizer | None,
         max_tokens: int,
         *,
         keep_recent: int | None = None,
@@ -110,7 +108,9 @@ class SummarizingSession(CountsTokens):
         self.keep_recent = keep
         """Tokens of the most recent messages kept verbatim when a summary is made."""
         self.summarizer = summarizer
-        """The agent that writes summaries (run on a fresh in-memory session each time)."""
+        """The agent that writes summaries (run on a fresh in-memory session each time);
+        ``None``: the model of the run reading the session, asked in the conversation's own
+        terms, so that a prompt cache serves the request."""
         self.prompt = prompt
         """The summarizer's instructions."""
         self._counter = counter if counter is not None else counter_for_model(model)
@@ -355,17 +355,27 @@ class SummarizingSession(CountsTokens):
         evicted = tail[:keep_from]
         covered = summary.covered if summary else 0
         done = 0
-        for end in chunk_ends(evicted, self._counter.count_message, self.max_tokens):
+        ends = chunk_ends(evicted, self._counter.count_message, self.max_tokens)
+        # Without a summarizer, one fold is asked of the run's model in the conversation's
+        # own terms (a prompt cache serves it); a long history, chunk by chunk, as transcripts.
+        in_place, kept = self.summarizer is None and len(ends) == 1, len(tail) - len(evicted)
+        share, counter = self.summary_tokens, self._counter
+        for end in ends:
             previous = summary.text if summary else None
             try:
-                text = await summarize(
-                    self.summarizer,
-                    self.prompt,
-                    previous,
-                    evicted[done:end],
-                    share=self.summary_tokens,
-                    counter=self._counter,
-                )
+                if in_place:
+                    text = await summarize_in_place(
+                        self.prompt, previous, tail, kept, share=share, counter=counter
+                    )
+                else:
+                    text = await summarize(
+                        self.summarizer,
+                        self.prompt,
+                        previous,
+                        evicted[done:end],
+                        share=share,
+                        counter=counter,
+                    )
             except Exception as exc:  # any failure: the run goes on without a new summary
                 self._failed_at = total
                 logger.warning(

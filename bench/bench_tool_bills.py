@@ -32,7 +32,13 @@ from unittest import mock
 from aniki import Agent, Context, Message, Runner, ToolCall, tool
 from aniki.pricing import prices_for
 from aniki.providers.base import ModelRequest, ModelResponse
-from aniki.sessions import InMemorySession, TokenBudgetSession, WindowedSession, policies
+from aniki.sessions import (
+    InMemorySession,
+    SummarizingSession,
+    TokenBudgetSession,
+    WindowedSession,
+    policies,
+)
 from aniki.testing import MockProvider
 from aniki.tokens import counter_for_model
 
@@ -44,6 +50,10 @@ TOOL_HEAVY, PAUSES = "tool-heavy", "pauses"
 BUDGET_SIDE = f"TokenBudgetSession({BUDGET:,})"
 TTL_SIDE = f"TokenBudgetSession({BUDGET:,}, cache_ttl={TTL:g})"
 TTL_WINDOW = f"WindowedSession({WINDOW}, cache_ttl={TTL:g})"
+SUMMARY_AGENT = f"SummarizingSession(agent, {BUDGET:,})"
+SUMMARY_SELF = f"SummarizingSession(None, {BUDGET:,})"
+SUMMARY_ASK = "This message is from the application"
+"""How a summary request asked of the run's own model ends (see aniki's _summarizer)."""
 INSTRUCTIONS = (
     "You are the operations assistant of an online shop. Look orders up and read the "
     "services' logs with your tools, then answer briefly and say what you found."
@@ -68,6 +78,10 @@ def _prose(rng: random.Random, low: int, high: int) -> str:
         sentences.append(" ".join(words[:cut]).capitalize() + rng.choice(".?.."))
         words = words[cut:]
     return " ".join(sentences)
+
+
+SUMMARY = "Summary: " + _prose(random.Random(SEED + 1), 200, 240)
+"""What the scripted model replies when asked for a summary."""
 
 
 def _entry(rng: random.Random, name: str) -> str:
@@ -131,11 +145,15 @@ class Meter:
 
     tools: int = 0
     rows: list[tuple[int, int, float]] = field(default_factory=list)
+    summaries: set[int] = field(default_factory=set)  # rows that asked for a summary
+    side: Meter | None = None  # a summarizer agent's own requests
     kept: list[tuple[tuple[Message, ...], float]] | None = None
     seen: set[Key] = field(default_factory=set)
     previous: list[Key] = field(default_factory=list)
 
-    def record(self, messages: Sequence[Message], at: float) -> None:
+    def record(self, messages: Sequence[Message], at: float, summary: bool = False) -> None:
+        if summary:
+            self.summaries.add(len(self.rows))
         keys: list[Key] = [(m.role, m.content, m.tool_calls, m.tool_call_id) for m in messages]
         for key, message in zip(keys, messages, strict=True):
             if key not in _COUNTS:
@@ -152,7 +170,11 @@ class Meter:
 
     @property
     def sent(self) -> int:
-        return sum(row[0] for row in self.rows)
+        return sum(row[0] for row in self.rows) + (self.side.sent if self.side else 0)
+
+    @property
+    def requests(self) -> int:
+        return len(self.rows) + (len(self.side.rows) if self.side else 0)
 
     @property
     def mean(self) -> float:
@@ -161,16 +183,22 @@ class Meter:
     def floor(self) -> int:  # tools and every distinct message sent, once each
         return self.tools + sum(_COUNTS[key] for key in self.seen)
 
-    def bill(self) -> tuple[int, dict[str, float]]:
+    def bill(self, summaries: bool = False) -> tuple[int, dict[str, float]]:
         """Tokens served from the cache (a prefix, if the last request is < ``TTL`` old) and
-        the dollars each price list bills."""
+        the dollars each price list bills (``summaries``: the summaries' requests only)."""
         dollars, cached_total, last = dict.fromkeys(PRICES, 0.0), 0, -TTL
-        for sent, prefix, at in self.rows:
+        for row, (sent, prefix, at) in enumerate(self.rows):
             cached = prefix if at - last < TTL else 0
             cached_total, last = cached_total + cached, at
+            if summaries and row not in self.summaries:
+                continue
             for name, prices in PRICES.items():
                 written = sent - cached if prices.rules.breakpoints else 0  # Anthropic
                 dollars[name] += prices.request(sent, cached, written=written)
+        if self.side is not None:  # every request of a summarizer agent is a summary's
+            side_cached, side = self.side.bill()
+            cached_total += side_cached
+            dollars = {name: dollars[name] + side[name] for name in dollars}
         return cached_total, dollars
 
 
@@ -204,9 +232,12 @@ async def converse(trace: list[Turn], wrap: Wrap, *, keep: bool = False) -> Mete
         if not meter.rows and request.tools:
             listed = [(t.name, t.description, t.parameters) for t in request.tools]
             meter.tools = COUNTER.count_text(json.dumps(listed))
-        meter.record(request.messages, Simulated.advance(0))
-        Simulated.advance(CALL_SECONDS)
         last = request.messages[-1]
+        asked = last.role == "user" and last.content.startswith(SUMMARY_ASK)
+        meter.record(request.messages, Simulated.advance(0), summary=asked)
+        Simulated.advance(CALL_SECONDS)
+        if asked or "<new_messages>" in last.content:  # the run's own model summarizes
+            return ModelResponse(content=SUMMARY, finish_reason="stop")
         if last.role == "user" and last.content != current.user:
             raise AssertionError("the request does not end with the scripted turn")
         if current.calls and last.role == "user":
@@ -223,7 +254,24 @@ async def converse(trace: list[Turn], wrap: Wrap, *, keep: bool = False) -> Mete
             result = await runner.run(agent, message=current.user, session=session)
             if result.content != current.reply:
                 raise AssertionError("the run did not return the scripted reply")
+    meter.side = getattr(wrap, "meter", None)
     return meter
+
+
+class AgentSummarizer:
+    """A ``SummarizingSession`` whose summaries an agent of its own writes (the transcript
+    form), its requests metered apart."""
+
+    def __call__(self, store: InMemorySession) -> Any:
+        self.meter = side = Meter()
+
+        def write(request: ModelRequest) -> ModelResponse:
+            side.record(request.messages, Simulated.advance(0), summary=True)
+            Simulated.advance(CALL_SECONDS)
+            return ModelResponse(content=SUMMARY, finish_reason="stop")
+
+        summarizer = Agent("summarizer", model=MODEL, provider=MockProvider(handler=write))
+        return SummarizingSession(store, summarizer, BUDGET, model=MODEL)
 
 
 def _budget(**options: Any) -> Wrap:
@@ -238,6 +286,8 @@ SIDES: list[tuple[str, Wrap, tuple[str, ...]]] = [
     (f"WindowedSession({WINDOW})", lambda store: WindowedSession(store, WINDOW), BOTH),
     (TTL_SIDE, _budget(cache_ttl=TTL), CHAT),
     (TTL_WINDOW, lambda store: WindowedSession(store, WINDOW, cache_ttl=TTL), CHAT),
+    (SUMMARY_AGENT, AgentSummarizer(), BOTH),
+    (SUMMARY_SELF, lambda store: SummarizingSession(store, None, BUDGET, model=MODEL), BOTH),
 ]
 """aniki's sides: label, the policy over a fresh store, the conversations it holds."""
 _CLEAR = getattr(policies, "ClearToolResults", None)
@@ -362,7 +412,7 @@ def table(name: str, turns: int, meters: dict[str, Meter], floor: int) -> None:
     print("| floor: every message once | " + " | ".join(cells) + " |")
     for label, meter in meters.items():
         (cached, dollars), sent = meter.bill(), meter.sent
-        cells = [f"{len(meter.rows):,}", f"{meter.mean:,.0f}", f"{sent:,}"]
+        cells = [f"{meter.requests:,}", f"{meter.mean:,.0f}", f"{sent:,}"]
         cells.append(f"{100 * cached / sent:.1f} %")
         for price_list, prices in PRICES.items():
             billed = dollars[price_list] / prices.input * 1e6
@@ -401,6 +451,15 @@ async def main() -> None:
     ratio = ", ".join(f"{ttl[n] / chat[BUDGET_SIDE].bill()[1][n]:.2f} ({n})" for n in PRICES)
     print(f"\nTargeted figures: tool-heavy, {BUDGET_SIDE} billed {over} the floor; pauses,")
     print(f"{TTL_SIDE} billed {ratio} times {BUDGET_SIDE}'s.")
+    for name, meters in ((TOOL_HEAVY, heavy), (PAUSES, chat)):
+        parts = []
+        for side in (SUMMARY_AGENT, SUMMARY_SELF):
+            total, own = meters[side].bill()[1], meters[side].bill(summaries=True)[1]
+            shares = ", ".join(f"{own[n] / total[n]:.2f} ({n})" for n in PRICES)
+            parts.append(f"{side}: the summaries' share {shares}")
+        mine, agent = meters[SUMMARY_SELF].bill()[1], meters[SUMMARY_AGENT].bill()[1]
+        ratio = ", ".join(f"{mine[n] / agent[n]:.2f} ({n})" for n in PRICES)
+        print(f"{name}: " + "; ".join(parts) + f"; None billed {ratio} times the agent's.")
 
 
 if __name__ == "__main__":

@@ -269,7 +269,13 @@ def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | N
                 f"tool {tool_name!r} takes *{param.name}: tools need named parameters, "
                 "so the model knows what to pass"
             )
-        annotation = hints.get(param.name, Any)
+        if param.name not in hints:
+            raise UserError(
+                f"tool {tool_name!r}: parameter {param.name!r} has no type annotation, so the "
+                f"model would not know what to pass; annotate it (e.g. `{param.name}: str`), "
+                "or `typing.Any` to accept any JSON value"
+            )
+        annotation = hints[param.name]
         if isinstance(annotation, type) and issubclass(annotation, Context):
             context_parameter = param.name
             continue
@@ -302,12 +308,15 @@ def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | N
 def _parameter_hints(fn: Callable[..., Any], tool_name: str) -> dict[str, Any]:
     # Only the parameters matter: a return annotation naming a type the function's module
     # cannot see (common with local classes) must not make the tool unusable.
-    annotations = dict(getattr(inspect.unwrap(fn), "__annotations__", {}))
+    inner = inspect.unwrap(fn)
+    while isinstance(inner, functools.partial):  # its function's annotations
+        inner = inspect.unwrap(inner.func)
+    annotations = dict(getattr(inner, "__annotations__", {}))
     annotations.pop("return", None)
     holder = types.SimpleNamespace(__annotations__=annotations)
     try:
         return typing.get_type_hints(
-            holder, globalns=getattr(fn, "__globals__", None), include_extras=True
+            holder, globalns=getattr(inner, "__globals__", None), include_extras=True
         )
     except Exception as exc:
         raise UserError(

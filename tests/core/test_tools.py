@@ -314,3 +314,49 @@ def test_plain_functions_are_wrapped_as_tools() -> None:
     agent = Agent("A", model="m", provider=MockProvider(), tools=[lookup])
     assert agent.tools["lookup"].description == "Find a term."
     assert agent.tools["lookup"]("x") == "x"
+
+
+def test_an_untyped_parameter_is_refused_naming_it_and_any_accepts_any_json() -> None:
+    def lookup(order_id, verbose: bool = False) -> str:  # type: ignore[no-untyped-def]
+        return str(order_id)
+
+    with pytest.raises(UserError) as raised:
+        tool(lookup)
+    message = str(raised.value)
+    assert "tool 'lookup': parameter 'order_id' has no type annotation" in message
+    assert "typing.Any" in message
+    with pytest.raises(UserError, match="parameter 'order_id'"):  # a plain function in tools=
+        Runner().run_sync(
+            Agent("A", model="m", provider=MockProvider(), tools=[lookup]), message="x"
+        )
+
+    @tool
+    def keep(key: str, value: Any) -> str:
+        """Keep a value."""
+        return f"{key}={value!r}"
+
+    assert keep.parameters["properties"]["value"] == {"title": "Value"}
+    assert keep.parameters["required"] == ["key", "value"]
+
+
+def test_a_partial_is_read_through_to_its_functions_annotations() -> None:
+    import functools
+
+    def send(to: str, subject: str, urgent: bool) -> str:
+        """Send a note."""
+        return f"{to}:{subject}:{urgent}"
+
+    made = tool(functools.partial(send, urgent=True), name="send")
+    assert made.parameters["properties"]["to"]["type"] == "string"
+    assert made.parameters["properties"]["urgent"] == {
+        "default": True,
+        "title": "Urgent",
+        "type": "boolean",
+    }
+    reply = MockProvider()
+    reply.enqueue_response(
+        tool_calls=[{"name": "send", "arguments": {"to": "ann", "subject": "hi"}}]
+    )
+    reply.enqueue_response("sent")
+    result = Runner().run_sync(Agent("A", model="m", provider=reply, tools=[made]), message="go")
+    assert result.new_messages[2].content == "ann:hi:True"

@@ -13,7 +13,12 @@ __all__ = ["check_mapping", "check_text", "keys_shown", "shown"]
 def shown(value: object) -> str:
     """``value`` for an error message: short, and safe for any input (huge, deeply nested)."""
     if isinstance(value, str):
-        return repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+        head = repr(value[:40])  # an unprintable character shows as up to 10 characters
+        if len(head) > 60:
+            head = head[:60]
+        elif len(value) <= 40:
+            return head
+        return f"{head}... ({len(value)} characters)"
     if value is None or isinstance(value, (bool, float)):
         return repr(value)
     if isinstance(value, int):  # a huge int's repr is long (or refused past 4300 digits)

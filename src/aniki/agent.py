@@ -66,6 +66,7 @@ class _Options(TypedDict, total=False):
     mcp_servers: Sequence[MCPServer]
     handoffs: Sequence[Agent[Any]]
     description: str
+    max_tool_output: int | None
 
 
 class Agent(Generic[OutputT]):
@@ -133,6 +134,7 @@ class Agent(Generic[OutputT]):
         mcp_servers: Sequence[MCPServer] = (),
         handoffs: Sequence[Agent[Any]] = (),
         description: str = "",
+        max_tool_output: int | None = 100_000,
     ) -> None:
         """
         Args:
@@ -158,6 +160,10 @@ class Agent(Generic[OutputT]):
             description: what the agent does, for the model of another agent that hands
                 off to it or calls it as a tool (default: the first line of its
                 instructions, when they are a string).
+            max_tool_output: the most characters of a tool's result the model is sent
+                (every tool: local, MCP, another agent); a longer result is cut there,
+                with a note saying how much was cut and to ask the tool for a smaller part.
+                ``None``: no cap.
         """
         _check_identity(name, instructions, model, provider)
         self.name = name
@@ -177,6 +183,7 @@ class Agent(Generic[OutputT]):
         self.handoffs: tuple[Agent[Any], ...] = _checked_handoffs(handoffs)
         self.description = _described(description, instructions)
         self.mcp_servers: tuple[MCPServer, ...] = _checked_servers(mcp_servers)
+        self.max_tool_output = _checked_cap(max_tool_output)
 
     async def gather_tools(self) -> dict[str, Tool]:
         """The tools a run offers the model, by name: the agent's own, then those of each of
@@ -263,6 +270,15 @@ def _check_identity(name: object, instructions: object, model: object, provider:
         raise UserError(
             f"provider must be a Provider object or a registered name, got {provider!r}"
         )
+
+
+def _checked_cap(cap: object) -> int | None:
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise UserError(
+            f"max_tool_output must be a number of characters of at least 1, or None for no "
+            f"cap, got {cap!r}"
+        )
+    return cap
 
 
 def _checked_retries(output_retries: object) -> int:

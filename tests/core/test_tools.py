@@ -360,3 +360,35 @@ def test_a_partial_is_read_through_to_its_functions_annotations() -> None:
     reply.enqueue_response("sent")
     result = Runner().run_sync(Agent("A", model="m", provider=reply, tools=[made]), message="go")
     assert result.new_messages[2].content == "ann:hi:True"
+
+
+def test_a_result_over_max_tool_output_is_cut_with_a_note_and_stored_cut() -> None:
+    def dump(part: int) -> str:
+        """Dump the log."""
+        return "x" * 250_000
+
+    for cap, kept in ((None, 250_000), (100_000, 100_000), (1_000, 1_000)):
+        reply = MockProvider()
+        reply.enqueue_response(tool_calls=[{"name": "dump", "arguments": {"part": 1}}])
+        reply.enqueue_response("done")
+        options = {} if cap == 100_000 else {"max_tool_output": cap}  # 100,000: the default
+        agent = Agent("A", model="m", provider=reply, tools=[dump], **options)  # type: ignore[arg-type]
+        result = Runner().run_sync(agent, message="go")
+        stored = agent.session.get_messages()[2].content  # type: ignore[union-attr]
+        assert stored == result.new_messages[2].content
+        assert stored.startswith("x" * kept) and stored[kept : kept + 1] != "x"
+        sent = reply.requests[1].messages[-1].content
+        assert sent == stored
+        if cap is None:
+            assert len(stored) == 250_000
+        else:
+            assert (
+                f"the result of dump was 250,000 characters; the first {cap:,} are shown" in stored
+            )
+            assert "Call dump again for the part you need" in stored
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "100k"])
+def test_a_max_tool_output_that_is_no_count_is_refused(bad: Any) -> None:
+    with pytest.raises(UserError, match="max_tool_output must be a number of characters"):
+        Agent("A", model="m", max_tool_output=bad)

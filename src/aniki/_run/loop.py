@@ -41,6 +41,7 @@ from ..sessions._reading import reading
 from ..tools import Tool
 from ..usage import Usage
 from . import observe, once, steps
+from .caps import capped
 from .handoffs import (
     handed_off,
     handoff_answer,
@@ -378,8 +379,10 @@ async def _invoke(plan: RunPlan, tool: Tool, call: ToolCall) -> Message:
     run = calling.enter(plan, call)
     try:
         if observe.OBSERVER is None:
-            return await tool.invoke(call, plan.context)
-        return await observe.OBSERVER.tool_call(tool, call, plan.context)
+            message = await tool.invoke(call, plan.context)
+        else:
+            message = await observe.OBSERVER.tool_call(tool, call, plan.context)
+        return capped(message, plan.agent.max_tool_output, call.name)
     finally:
         calling.leave(run)
         CALL_ID.reset(token)

@@ -125,50 +125,47 @@ pause_lists = st.lists(
 )
 
 
-@settings(max_examples=50, deadline=None)
-@given(
-    histories(max_turns=6),
-    pause_lists,
-    st.integers(min_value=2, max_value=15),
-    st.data(),
-    st.sampled_from(sorted(STORES)),
-)
-def test_a_window_cuts_when_the_cache_is_cold(
-    history: list[Message], pauses: list[float], limit: int, data: st.DataObject, kind: str
-) -> None:
-    trim_to = data.draw(st.integers(min_value=1, max_value=limit - 1), label="trim_to")
-    history, pauses = tagged(history), pauses[: len(history)]
-    history = timed(history, pauses)
-
-    def make(inner: Any) -> Any:
-        return WindowedSession(inner, limit, trim_to=trim_to, cache_ttl=TTL)
-
-    views = asyncio.run(replay(kind, history, pauses, make, Clock()))
-    check(views, history, pauses, limit, trim_to, unit_cost)
-
-
-@settings(max_examples=50, deadline=None)
-@given(
-    histories(max_turns=6),
-    pause_lists,
-    st.integers(min_value=20, max_value=250),
-    st.data(),
-    st.sampled_from(sorted(STORES)),
-)
-def test_a_budget_cuts_when_the_cache_is_cold(
-    history: list[Message], pauses: list[float], limit: int, data: st.DataObject, kind: str
-) -> None:
-    trim_to = data.draw(st.integers(min_value=1, max_value=limit - 1), label="trim_to")
-    history, pauses = tagged(history), pauses[: len(history)]
-    history = timed(history, pauses)
-
-    def make(inner: Any) -> Any:
-        return TokenBudgetSession(
+POLICIES: dict[str, tuple[int, int, Any, Any]] = {
+    # the limits drawn, the policy (cache_ttl in seconds, or a timedelta), its cost
+    "window": (
+        2,
+        15,
+        lambda inner, limit, trim_to: WindowedSession(inner, limit, trim_to=trim_to, cache_ttl=TTL),
+        unit_cost,
+    ),
+    "budget": (
+        20,
+        250,
+        lambda inner, limit, trim_to: TokenBudgetSession(
             inner, limit, trim_to=trim_to, counter=WordCounter(), cache_ttl=timedelta(minutes=5)
-        )
+        ),
+        word_cost,
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@settings(max_examples=50, deadline=None)
+@given(
+    histories(max_turns=6),
+    pause_lists,
+    st.data(),
+    st.sampled_from(sorted(STORES)),
+)
+def test_a_stepped_view_cuts_when_the_cache_is_cold(
+    policy: str, history: list[Message], pauses: list[float], data: st.DataObject, kind: str
+) -> None:
+    least, most, made, cost = POLICIES[policy]
+    limit = data.draw(st.integers(min_value=least, max_value=most), label="limit")
+    trim_to = data.draw(st.integers(min_value=1, max_value=limit - 1), label="trim_to")
+    history, pauses = tagged(history), pauses[: len(history)]
+    history = timed(history, pauses)
+
+    def make(inner: Any) -> Any:
+        return made(inner, limit, trim_to)
 
     views = asyncio.run(replay(kind, history, pauses, make, Clock()))
-    check(views, history, pauses, limit, trim_to, word_cost)
+    check(views, history, pauses, limit, trim_to, cost)
 
 
 # --- in a run --------------------------------------------------------------------------------

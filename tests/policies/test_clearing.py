@@ -110,55 +110,55 @@ rules_strategy = st.builds(
 )
 
 
-@settings(max_examples=80, deadline=None)
+POLICIES: dict[str, tuple[int, int, Any, Any]] = {
+    # the limits drawn, the policy, its cost
+    "window": (
+        2,
+        20,
+        lambda inner, limit, trim_to, rules: WindowedSession(
+            inner, limit, trim_to=trim_to, clear_tool_results=rules
+        ),
+        unit_cost,
+    ),
+    "budget": (
+        30,
+        300,
+        lambda inner, limit, trim_to, rules: TokenBudgetSession(
+            inner, limit, trim_to=trim_to, counter=WordCounter(), clear_tool_results=rules
+        ),
+        word_cost,
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@settings(max_examples=70, deadline=None)
 @given(
     histories(max_turns=9),
     rules_strategy,
-    st.integers(min_value=30, max_value=300),
     st.data(),
     st.sampled_from(sorted(STORES)),
     st.booleans(),
 )
-def test_a_budget_sends_old_results_cleared_in_steps(
+def test_a_stepped_view_sends_old_results_cleared_in_steps(
+    policy: str,
     history: list[Message],
     rules: ClearToolResults,
-    limit: int,
     data: st.DataObject,
     kind: str,
     fresh: bool,
 ) -> None:
+    least, most, made, cost = POLICIES[policy]
+    limit = data.draw(st.integers(min_value=least, max_value=most), label="limit")
     trim_to = data.draw(st.integers(min_value=1, max_value=limit), label="trim_to")
     fresh = fresh and kind != "plain"  # a store without meta keeps the cut in the object
     history = tagged(history)
 
     def make(inner: Any) -> Any:
-        return TokenBudgetSession(
-            inner, limit, trim_to=trim_to, counter=WordCounter(), clear_tool_results=rules
-        )
+        return made(inner, limit, trim_to, rules)
 
     views = asyncio.run(replay(kind, history, make, fresh))
-    check(views, history, oracle(history, limit, trim_to, word_cost, rules), rules)
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    histories(max_turns=9),
-    rules_strategy,
-    st.integers(min_value=2, max_value=20),
-    st.data(),
-    st.sampled_from(sorted(STORES)),
-)
-def test_a_window_sends_old_results_cleared_in_steps(
-    history: list[Message], rules: ClearToolResults, limit: int, data: st.DataObject, kind: str
-) -> None:
-    trim_to = data.draw(st.integers(min_value=1, max_value=limit), label="trim_to")
-    history = tagged(history)
-
-    def make(inner: Any) -> Any:
-        return WindowedSession(inner, limit, trim_to=trim_to, clear_tool_results=rules)
-
-    views = asyncio.run(replay(kind, history, make, False))
-    check(views, history, oracle(history, limit, trim_to, unit_cost, rules), rules)
+    check(views, history, oracle(history, limit, trim_to, cost, rules), rules)
 
 
 # --- in a run --------------------------------------------------------------------------------

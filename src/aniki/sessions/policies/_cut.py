@@ -303,18 +303,18 @@ def place(
     if located is None:
         return None
     at, base = located
+    if clearing is None:  # turns are counted only for a window that clears
+        return _placed(found, window, complete, at, base, limit, trim_to, cost, cold)
     first = _first_turn(found, window, at, complete)
-    replaced: Mapping[int, Message] = _NOTHING
-    if clearing is not None:
-        if first is None:  # the turns are not known here: read the history whole, once
-            return Placement(0, moved=False, base=None)
-        replaced = clear(window, first, clearing)
-        if replaced:
-            cost = _cleared_cost(cost, replaced)
+    if first is None:  # the turns are not known here: read the history whole, once
+        return Placement(0, moved=False, base=None)
+    replaced = clear(window, first, clearing)
+    if replaced:
+        cost = _cleared_cost(cost, replaced)
     placed = _placed(found, window, complete, at, base, limit, trim_to, cost, cold)
     if placed is None or placed.base is None:
         return placed
-    turns = None if first is None else first + users_in(window[: placed.start])
+    turns = first + users_in(window[: placed.start])
     return _replace(placed, replaced=replaced, turns=turns)
 
 

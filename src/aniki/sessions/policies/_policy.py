@@ -246,7 +246,7 @@ class SuffixPolicy(Generic[SessionT]):
         if replaced:
             view = tuple(replaced.get(id(message), message) for message in view)
         # A clearing step changes messages the last view sent: the prefix breaks there too.
-        cleared = sum(1 for message in window[start:kept] if id(message) in replaced)
+        cleared = sum(id(message) in replaced for message in window[start:kept]) if replaced else 0
         stepped = state.cleared is not None and cleared != state.cleared
         state.cleared = cleared
         kept_prefix = not placement.moved and not stepped

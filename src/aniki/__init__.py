@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._run.streaming import StreamedRun
-from .agent import Agent
+from .agent import Agent, ToolMiddleware
 from .context import Context
 from .errors import (
     AnikiError,
@@ -25,6 +25,7 @@ from .errors import (
     BadRequestError,
     ContextWindowExceededError,
     CorruptStoreError,
+    GuardrailTripped,
     MaxTurnsExceeded,
     OutputValidationError,
     ProviderConnectionError,
@@ -55,6 +56,7 @@ from .events import (
     ToolCallStarted,
     ToolProgress,
 )
+from .guardrails import Guardrail
 from .memory import Memory
 from .messages import Attachment, Message, MessageLike, Reasoning, Role, ToolCall
 from .providers.base import ModelRequest, ModelResponse, ModelSettings, Provider, ToolDefinition
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
         open_store,
     )
 
+# The one place the version is written: pyproject.toml reads it from here when building.
 __version__ = "0.1.0"
 
 __all__ = [
@@ -101,6 +104,8 @@ __all__ = [
     "CorruptStoreError",
     "EncryptedSession",
     "FileSession",
+    "Guardrail",
+    "GuardrailTripped",
     "InMemorySession",
     "MaxTurnsExceeded",
     "Memory",
@@ -146,6 +151,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolDefinition",
     "ToolError",
+    "ToolMiddleware",
     "ToolProgress",
     "TurnUndoneError",
     "Usage",

@@ -18,8 +18,17 @@ from typing import Any, Generic, Protocol, TypeAlias, TypedDict, overload
 
 from typing_extensions import TypeVar, Unpack
 
+from ._agent_checks import (
+    check_identity,
+    checked_cap,
+    checked_middleware,
+    checked_retries,
+    checked_servers,
+    described,
+)
 from .context import Context
 from .errors import UserError
+from .guardrails import Guardrail, GuardrailCheck, guardrails_of
 from .output import OutputSpec, output_spec
 from .providers.base import ModelSettings, Provider
 from .providers.registry import get_provider
@@ -27,7 +36,7 @@ from .sessions.base import AsyncSession, Session, require_session
 from .sessions.memory import InMemorySession
 from .tools import Tool, tool, tools_by_name
 
-__all__ = ["Agent", "Instructions", "MCPServer", "Middleware", "OutputT"]
+__all__ = ["Agent", "Instructions", "MCPServer", "Middleware", "OutputT", "ToolMiddleware"]
 
 OutputT = TypeVar("OutputT", default=str)
 """The type of a run's ``output``: ``str`` without an output schema, else the schema's type
@@ -38,6 +47,11 @@ Instructions: TypeAlias = "str | Callable[[Context], str | Awaitable[str]]"
 
 Middleware: TypeAlias = Callable[..., Awaitable[Any]]
 """``async (ctx, request, call_next) -> ModelResponse``, wrapped around every model call."""
+
+ToolMiddleware: TypeAlias = Callable[..., Awaitable[Any]]
+"""``async (ctx, call, call_next) -> Message | str``, wrapped around every tool call: it may
+change the call's arguments, what the tool returned, or refuse (return a string for the
+model without calling ``call_next``, or raise ``ToolError``). See :doc:`tools`."""
 
 
 class MCPServer(Protocol):
@@ -67,6 +81,9 @@ class _Options(TypedDict, total=False):
     handoffs: Sequence[Agent[Any]]
     description: str
     max_tool_output: int | None
+    tool_middleware: Sequence[ToolMiddleware]
+    input_guardrails: Sequence[Guardrail | GuardrailCheck]
+    output_guardrails: Sequence[Guardrail | GuardrailCheck]
 
 
 class Agent(Generic[OutputT]):
@@ -135,6 +152,9 @@ class Agent(Generic[OutputT]):
         handoffs: Sequence[Agent[Any]] = (),
         description: str = "",
         max_tool_output: int | None = 100_000,
+        tool_middleware: Sequence[ToolMiddleware] = (),
+        input_guardrails: Sequence[Guardrail | GuardrailCheck] = (),
+        output_guardrails: Sequence[Guardrail | GuardrailCheck] = (),
     ) -> None:
         """
         Args:
@@ -164,8 +184,14 @@ class Agent(Generic[OutputT]):
                 (every tool: local, MCP, another agent); a longer result is cut there,
                 with a note saying how much was cut and to ask the tool for a smaller part.
                 ``None``: no cap.
+            tool_middleware: wrapped around every tool call of the agent's runs (local, MCP,
+                another agent), inside the runner's; see :data:`ToolMiddleware`.
+            input_guardrails: checks of the user's message, run beside the first model
+                call; one that trips stops the run with :class:`~aniki.GuardrailTripped`
+                (see :mod:`aniki.guardrails`).
+            output_guardrails: checks of the final reply (its output), before it is stored.
         """
-        _check_identity(name, instructions, model, provider)
+        check_identity(name, instructions, model, provider)
         self.name = name
         self.instructions = instructions
         self.model = model
@@ -176,14 +202,24 @@ class Agent(Generic[OutputT]):
         self.tools: dict[str, Tool] = tools_by_name(tools)
         self.output_schema = output_schema
         self.output: OutputSpec | None = output_spec(output_schema)
-        self.output_retries = _checked_retries(output_retries)
+        self.output_retries = checked_retries(output_retries)
         self.middleware: tuple[Middleware, ...] = tuple(middleware)
         self.settings: ModelSettings = settings if settings is not None else ModelSettings()
         self._resolved: Provider | None = provider if not isinstance(provider, str) else None
         self.handoffs: tuple[Agent[Any], ...] = _checked_handoffs(handoffs)
-        self.description = _described(description, instructions)
-        self.mcp_servers: tuple[MCPServer, ...] = _checked_servers(mcp_servers)
-        self.max_tool_output = _checked_cap(max_tool_output)
+        self.description = described(description, instructions)
+        self.mcp_servers: tuple[MCPServer, ...] = checked_servers(mcp_servers)
+        self.max_tool_output = checked_cap(max_tool_output)
+        self.tool_middleware: tuple[ToolMiddleware, ...] = checked_middleware(
+            tool_middleware, "tool_middleware"
+        )
+        structured = self.output is not None
+        self.input_guardrails = guardrails_of(
+            input_guardrails, "input", agent=name, structured=structured
+        )
+        self.output_guardrails = guardrails_of(
+            output_guardrails, "output", agent=name, structured=structured
+        )
 
     async def gather_tools(self) -> dict[str, Tool]:
         """The tools a run offers the model, by name: the agent's own, then those of each of
@@ -259,64 +295,12 @@ class Agent(Generic[OutputT]):
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={sorted(self.tools)!r})"
 
 
-def _check_identity(name: object, instructions: object, model: object, provider: object) -> None:
-    if not isinstance(name, str) or not name:
-        raise UserError("an agent needs a non-empty name")
-    if not isinstance(model, str) or not model:
-        raise UserError(f"agent {name!r} needs a model name, e.g. model='gpt-4o-mini'")
-    if not (isinstance(instructions, str) or callable(instructions)):
-        raise UserError("instructions must be a string or a function of the run's Context")
-    if not isinstance(provider, str) and not isinstance(provider, Provider):
-        raise UserError(
-            f"provider must be a Provider object or a registered name, got {provider!r}"
-        )
-
-
-def _checked_cap(cap: object) -> int | None:
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-        raise UserError(
-            f"max_tool_output must be a number of characters of at least 1, or None for no "
-            f"cap, got {cap!r}"
-        )
-    return cap
-
-
-def _checked_retries(output_retries: object) -> int:
-    if (
-        isinstance(output_retries, bool)
-        or not isinstance(output_retries, int)
-        or output_retries < 0
-    ):
-        raise UserError(f"output_retries must be 0 or more, got {output_retries!r}")
-    return output_retries
-
-
 def _checked_handoffs(handoffs: Sequence[Agent[Any]]) -> tuple[Agent[Any], ...]:
     targets = tuple(handoffs)
     for target in targets:
         if not isinstance(target, Agent):
             raise UserError(f"handoffs takes Agents, got {type(target).__name__}")
     return targets
-
-
-def _described(description: object, instructions: Instructions) -> str:
-    """``description``, or by default the first line of string ``instructions``."""
-    if not isinstance(description, str):
-        raise UserError(f"description must be a string, got {type(description).__name__}")
-    if description or not isinstance(instructions, str) or not instructions.strip():
-        return description
-    return instructions.strip().splitlines()[0]
-
-
-def _checked_servers(mcp_servers: Sequence[MCPServer]) -> tuple[MCPServer, ...]:
-    servers = tuple(mcp_servers)
-    for server in servers:
-        if not callable(getattr(server, "list_tools", None)):
-            raise UserError(
-                f"mcp_servers takes MCP servers (aniki.mcp.MCPServerStdio or MCPServerHTTP), "
-                f"got {type(server).__name__}"
-            )
-    return servers
 
 
 def tool_name(name: str) -> str:

@@ -10,7 +10,8 @@ The tree::
     ├── OutputValidationError       the final reply does not fit the output schema
     ├── RunError                    a run cannot go on as asked
     │   ├── TurnUndoneError         the run's question was undone while it ran: no reply stored
-    │   └── RunInProgressError      another worker or resume holds the run
+    │   ├── RunInProgressError      another worker or resume holds the run
+    │   └── GuardrailTripped        an input or output guardrail stopped the run
     ├── ToolError                   raised by a tool: its message goes to the model as the result
     ├── MCPServerError              an MCP server cannot be started, reached or listed
     ├── ProviderError               a model call failed
@@ -48,6 +49,7 @@ __all__ = [
     "BadRequestError",
     "ContextWindowExceededError",
     "CorruptStoreError",
+    "GuardrailTripped",
     "MaxTurnsExceeded",
     "OutputValidationError",
     "ProviderConnectionError",
@@ -190,6 +192,37 @@ class TurnUndoneError(RunError):
         )
         self.session_id = session_id
         self.messages = tuple(messages)
+
+
+class GuardrailTripped(RunError):
+    """A guardrail of the agent stopped the run (``Agent(input_guardrails=...,
+    output_guardrails=...)``).
+
+    An input guardrail that trips leaves the session holding the user message and nothing
+    after it; an output guardrail that trips leaves the reply unstored (a non-streamed run
+    keeps the tool turns that completed before it, as it keeps them on any error).
+
+    Example::
+
+        try:
+            result = await runner.run(agent, message=text)
+        except GuardrailTripped as tripped:
+            print(tripped.stage, tripped.guardrail, tripped.reason)
+
+    Attributes:
+        guardrail: the name of the guardrail that tripped.
+        stage: ``"input"`` (it checked the user message) or ``"output"`` (the final reply).
+        reason: what the guardrail said.
+        message: what it checked: the user's :class:`~aniki.Message`, or the reply's (typed
+            loosely here: every other module imports this one, so it imports none of theirs).
+    """
+
+    def __init__(self, guardrail: str, stage: str, reason: str, message: Any = None) -> None:
+        super().__init__(f"{stage} guardrail {guardrail!r} tripped: {reason}")
+        self.guardrail = guardrail
+        self.stage = stage
+        self.reason = reason
+        self.message = message
 
 
 class ToolError(AnikiError):

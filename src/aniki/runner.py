@@ -10,10 +10,11 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._agent_checks import checked_middleware
 from ._run import agent_tools, background, recovery, runs
 from ._run.plan import RunPlan, check_max_turns, new_plan
 from ._run.streaming import StreamedRun
-from .agent import Agent, Middleware, OutputT, run_agent_tools_with
+from .agent import Agent, Middleware, OutputT, ToolMiddleware, run_agent_tools_with
 from .context import Context
 from .errors import UserError
 from .messages import Message, MessageLike, to_message
@@ -51,6 +52,7 @@ class Runner:
         middleware: Sequence[Middleware] = (),
         stream_retries: int = 2,
         retry_backoff: float = 0.5,
+        tool_middleware: Sequence[ToolMiddleware] = (),
     ) -> None:
         """
         Args:
@@ -60,12 +62,17 @@ class Runner:
                 (the consumer is sent ``StreamRestarted``); failures before a reply began are
                 retried by the provider's client, not here.
             retry_backoff: seconds before the first stream retry; doubled for each further one.
+            tool_middleware: wrapped around every tool call, outside the agent's own (see
+                :data:`~aniki.ToolMiddleware`).
         """
         check_max_turns(max_turns)
         if not isinstance(stream_retries, int) or stream_retries < 0:
             raise UserError(f"stream_retries must be 0 or more, got {stream_retries!r}")
         self.max_turns = max_turns
         self.middleware: tuple[Middleware, ...] = tuple(middleware)
+        self.tool_middleware: tuple[ToolMiddleware, ...] = checked_middleware(
+            tool_middleware, "tool_middleware"
+        )
         self.stream_retries = stream_retries
         self.retry_backoff = retry_backoff
 
@@ -256,6 +263,7 @@ class Runner:
             streaming=streaming,
             max_turns=self.max_turns,
             middleware=self.middleware,
+            tool_middleware=self.tool_middleware,
             stream_retries=self.stream_retries,
             retry_backoff=self.retry_backoff,
         )

@@ -171,3 +171,11 @@ def test_tool_bills_prices_every_side_above_the_floor() -> None:
                 assert side > least, (row, floor)  # the floor is below every side
     assert "TokenBudgetSession(16,000, cache_ttl=300)" in blocks[1]
     assert "Targeted figures: tool-heavy" in done.stdout
+
+
+def test_controls_times_a_run_with_and_without_middleware_and_guardrails(tmp_path: Path) -> None:
+    rows = _rows("bench_controls.py", tmp_path)
+    ways = {row[0]: float(row[1]) for row in rows}
+    expected = {"none configured", "tool middleware", "guardrails", "sync guardrails", "all"}
+    assert set(ways) == expected, rows
+    assert all(ms > 0 for ms in ways.values()), rows

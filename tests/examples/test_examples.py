@@ -58,6 +58,14 @@ EXPECTED = {
         "left: ['ann-chat-2', 'ann-chat-1', 'ann-chat-0']",
         "pruned (not written for 30 days): 0",
     ],
+    "guardrails.py": [
+        "agent: Your refund of this order is done.",
+        "-> 'Refused: refunds above 100 EUR need a person.'",
+        "agent: I cannot do that myself; a colleague will.",
+        "stopped by input guardrail no_card_numbers: the message holds what looks like a card",
+        "stored: ['user', 'assistant', 'tool', 'assistant', 'user', 'assistant', 'tool', "
+        "'assistant', 'user']",
+    ],
     "mcp_tools.py": [
         "tools from the MCP server: shop_order_status, shop_return_policy",
         "tool: Order A-1009: shipped with PostNord, arriving Thursday.",

@@ -40,7 +40,7 @@ from ..sessions import _session_io as session_io
 from ..sessions._reading import reading
 from ..tools import Tool
 from ..usage import Usage
-from . import observe, once, steps
+from . import guarding, observe, once, steps, tool_chain
 from .caps import capped
 from .handoffs import (
     handed_off,
@@ -51,7 +51,7 @@ from .handoffs import (
 from .heads import reading_run, request_head
 from .model_stream import stream_response
 from .plan import HeldTurn, Outcome, RunPlan
-from .replies import vetted
+from .replies import correction, vetted
 from .reports import ReportBuilder
 
 __all__ = ["commit", "execute", "prepare", "run_tools", "run_turns", "store", "switch_agent"]
@@ -87,6 +87,7 @@ async def switch_agent(plan: RunPlan, target: Agent[Any]) -> None:
     plan.agent = target
     plan.provider = None if isinstance(target.provider, str) else target.provider
     plan.middleware = plan.runner_middleware + target.middleware
+    plan.tool_middleware = plan.runner_tool_middleware + target.tool_middleware
     plan.settings = merge_settings(target.settings, plan.run_settings)
     await prepare(plan)
 
@@ -99,18 +100,23 @@ async def execute(plan: RunPlan, user_message: Message, outcome: Outcome) -> Out
     """Run turns until the model answers in text; the user message is already stored and
     :func:`prepare` has run."""
     outcome.new_messages.append(user_message)
-    return await run_turns(plan, outcome)
+    return await run_turns(plan, outcome, user_message)
 
 
-async def run_turns(plan: RunPlan, outcome: Outcome) -> Outcome:
+async def run_turns(plan: RunPlan, outcome: Outcome, user: Message | None = None) -> Outcome:
     """The turns of :func:`execute` (also where a resumed run goes on): until the model
     answers in text, or asks for a tool call that needs approval (``outcome.held``, for the
-    caller to keep in the store)."""
+    caller to keep in the store). ``user``: the run's new question, which the agent's input
+    guardrails check beside the first model call."""
     call_model = _middleware_chain(plan)
     outcome.reports = ReportBuilder(plan.session, plan.agent.model)
     retries = 0
     for turn in range(1, plan.max_turns + 1):
-        assistant = await _model_turn(plan, outcome, call_model)
+        first = _model_turn(plan, outcome, call_model)
+        if turn == 1 and user is not None and plan.agent.input_guardrails:
+            assistant = await guarding.first_turn(plan, user, first)
+        else:
+            assistant = await first
         if assistant.tool_calls:
             step = await _tool_turn(plan, outcome, assistant)
             if step == "held":
@@ -190,32 +196,20 @@ async def _answered(
     the output schema and ``may_retry``, send it back with the errors (``False``)."""
     outcome.content = assistant.content
     spec = plan.agent.output
-    if spec is None:
-        await commit(plan, outcome, [assistant], last=True)
-        outcome.output = assistant.content
-        return True
     try:
-        outcome.output = spec.validate(assistant.content)
+        outcome.output = assistant.content if spec is None else spec.validate(assistant.content)
     except OutputValidationError as invalid:
         if may_retry:
-            outcome.corrections = [assistant, Message("user", _correction(invalid))]
+            outcome.corrections = [assistant, Message("user", correction(invalid))]
             if plan.emit is not None:  # the text streamed for this reply is void
                 plan.emit(StreamRestarted(f"the reply did not fit the output schema: {invalid}"))
             return False
         await commit(plan, outcome, [assistant])
         raise
+    if plan.agent.output_guardrails:
+        assistant = await guarding.checked_reply(plan, outcome, assistant)
     await commit(plan, outcome, [assistant], last=True)
     return True
-
-
-def _correction(invalid: OutputValidationError) -> str:
-    """What the model is told when its reply did not fit the output schema."""
-    listed = "\n".join(f"- {line}" for line in invalid.errors[:20])
-    return (
-        "Your last reply does not match the required output schema:\n"
-        f"{listed}\n"
-        "Reply again with only a JSON value that matches the schema."
-    )
 
 
 async def commit(
@@ -375,13 +369,18 @@ async def run_tools(plan: RunPlan, calls: Sequence[ToolCall]) -> list[Message]:
 async def _invoke(plan: RunPlan, tool: Tool, call: ToolCall) -> Message:
     from . import calling  # here, not at the top: ``import aniki`` should not pay for it
 
+    async def answer(given: ToolCall) -> Message:
+        if observe.OBSERVER is None:
+            return await tool.invoke(given, plan.context)
+        return await observe.OBSERVER.tool_call(tool, given, plan.context)
+
     token = CALL_ID.set(call.id)
     run = calling.enter(plan, call)
     try:
-        if observe.OBSERVER is None:
-            message = await tool.invoke(call, plan.context)
+        if plan.tool_middleware:
+            message = await tool_chain.through(plan.tool_middleware, plan.context, call, answer)
         else:
-            message = await observe.OBSERVER.tool_call(tool, call, plan.context)
+            message = await answer(call)
         return capped(message, plan.agent.max_tool_output, call.name)
     finally:
         calling.leave(run)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..agent import Agent, Middleware
+from ..agent import Agent, Middleware, ToolMiddleware
 from ..context import Context
 from ..errors import UserError
 from ..events import StreamEvent
@@ -55,6 +55,10 @@ class RunPlan:
     """The agents the model may hand off to, by the name of the tool that does it."""
     runner_middleware: tuple[Middleware, ...] = ()
     """The runner's own middleware (``middleware`` adds the current agent's)."""
+    tool_middleware: tuple[ToolMiddleware, ...] = ()
+    """Wrapped around each tool call: the runner's, then the current agent's."""
+    runner_tool_middleware: tuple[ToolMiddleware, ...] = ()
+    """The runner's own tool middleware."""
     run_settings: ModelSettings | None = None
     """The run's own settings (``settings`` merges them over the current agent's)."""
     sub_usage: Usage = field(default_factory=Usage)
@@ -120,11 +124,13 @@ def new_plan(
     streaming: bool,
     max_turns: int,
     middleware: tuple[Middleware, ...] = (),
+    tool_middleware: tuple[ToolMiddleware, ...] = (),
     stream_retries: int = 2,
     retry_backoff: float = 0.5,
 ) -> RunPlan:
-    """The plan of one run of ``agent``, with a runner's options (``middleware`` is the
-    runner's own, outside the agent's); ``UserError`` for an argument of the wrong kind."""
+    """The plan of one run of ``agent``, with a runner's options (``middleware`` and
+    ``tool_middleware`` are the runner's own, outside the agent's); ``UserError`` for an
+    argument of the wrong kind."""
     if not isinstance(agent, Agent):
         raise UserError(f"Runner needs an Agent, got {type(agent).__name__}")
     if context is None or isinstance(context, Mapping):
@@ -140,6 +146,8 @@ def new_plan(
         middleware=middleware + agent.middleware,
         settings=merge_settings(agent.settings, settings),
         runner_middleware=middleware,
+        tool_middleware=tool_middleware + agent.tool_middleware,
+        runner_tool_middleware=tool_middleware,
         run_settings=settings,
         streaming=streaming,
         stream_retries=stream_retries,

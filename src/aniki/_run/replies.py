@@ -18,12 +18,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from ..errors import OutputValidationError
 from ..messages import ToolCall
 from ..providers._stream import new_call_id
 from ..providers.base import ModelResponse
 from ..usage import Usage
 
-__all__ = ["usage_problem", "vetted"]
+__all__ = ["correction", "usage_problem", "vetted"]
 
 logger = logging.getLogger("aniki")
 
@@ -88,3 +89,13 @@ def usage_problem(usage: Usage) -> str | None:
             "they are part of"
         )
     return None
+
+
+def correction(invalid: OutputValidationError) -> str:
+    """What the model is told when its reply did not fit the output schema."""
+    listed = "\n".join(f"- {line}" for line in invalid.errors[:20])
+    return (
+        "Your last reply does not match the required output schema:\n"
+        f"{listed}\n"
+        "Reply again with only a JSON value that matches the schema."
+    )

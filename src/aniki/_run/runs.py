@@ -20,7 +20,7 @@ from ..errors import UserError
 from ..messages import Message
 from ..result import RunResult
 from ..sessions import _session_io as session_io
-from . import approvals, observe, once, recovery
+from . import approvals, guarding, observe, once, recovery
 from .deadline import Deadline
 from .handoffs import find_agent
 from .journal import release
@@ -36,8 +36,12 @@ T = TypeVar("T")
 
 async def run(plan: RunPlan, user: Message, timeout: float | None) -> RunResult[Any]:
     """Run ``plan`` on the user message ``user`` until its agent answers in text, or stops
-    for approval."""
-    return await _observed(plan, Deadline(timeout).bound(journaled(plan, _whole(plan, user))))
+    for approval. A run a guardrail's check started is charged to the run it guards."""
+    with guarding.apart() as enclosing:
+        done = await _observed(plan, Deadline(timeout).bound(journaled(plan, _whole(plan, user))))
+    if enclosing is not None:
+        enclosing(done.usage)
+    return done
 
 
 async def journaled(plan: RunPlan, work: Awaitable[T], *, last: bool = True) -> T:

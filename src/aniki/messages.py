@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+"""Who speaks a message: the instructions, the person, the model, or a tool's result."""
 ROLES: frozenset[str] = frozenset(get_args(Role))
 
 _MESSAGE_KEYS = frozenset(

@@ -20,6 +20,7 @@ __all__ = ["DEFAULT_PORT", "HOST", "create_app", "running", "serve"]
 HOST = "127.0.0.1"
 """The only address the inspector listens on."""
 DEFAULT_PORT = 8765
+"""The port ``aniki inspect`` and :func:`serve` listen on unless told another."""
 
 
 def create_app(url: str, *, prices: Prices | None = None) -> Any:

@@ -34,11 +34,13 @@ class CatalogChecks(ConformanceBase):
     # --- plumbing -----------------------------------------------------------------------
 
     def info(self, session: AnySession) -> SessionInfo:
+        """The :class:`SessionInfo` of ``session``, sync or async alike."""
         found = self.driver.run(session.info())  # type: ignore[union-attr]
         assert isinstance(found, SessionInfo), f"info() returned {type(found).__name__}"
         return found
 
     def set_info(self, session: AnySession, **changes: Any) -> None:
+        """Set the title, owner or tags of ``session``, sync or async alike."""
         self.driver.run(session.set_info(**changes))  # type: ignore[union-attr]
 
     def _store(self) -> Any:

@@ -325,8 +325,10 @@ class ConformanceBase:
             pytest.skip(f"{type(self).__name__} does not support {what}")
 
     def add(self, session: AnySession, *messages: Any) -> None:
+        """Add ``messages`` to ``session`` one at a time, sync or async alike."""
         for message in messages:
             self.driver.add_message(session, message)
 
     def read(self, session: AnySession, limit: int | None = None) -> list[Message]:
+        """The messages of ``session`` (the last ``limit`` of them), sync or async alike."""
         return self.driver.get_messages(session, limit)

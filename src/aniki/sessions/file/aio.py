@@ -39,8 +39,10 @@ class AsyncFileSession(Offloaded[FileSession]):
     Args:
         id: the conversation's id (any non-empty text up to 1,024 characters, without NUL).
         directory: where session files live; created on the first write.
-        durability: ``"normal"`` (default) or ``"full"``, as for ``FileSession``.
-        timeout: seconds a call waits for another process's lock on the file (default 5;
+
+    Keyword Args:
+        durability (Durability): ``"normal"`` (default) or ``"full"``, as for ``FileSession``.
+        timeout (float): seconds a call waits for another process's lock on the file (default 5;
             0 means not at all) before it raises :class:`~aniki.StoreUnavailableError`; also
             (at least 1 s) how long it waits for its turn behind this process's earlier
             calls on the file.

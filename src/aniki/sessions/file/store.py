@@ -37,8 +37,11 @@ class FileStore:
     Args:
         directory: where the session files live; a listing only reads it (it never
             creates it).
-        durability, timeout: checked here; each session it hands out gets them (see
+
+    Keyword Args:
+        durability (Durability): checked here; each session it hands out gets it (see
             :class:`~aniki.sessions.FileSession`).
+        timeout (float): checked here; each session it hands out gets it.
     """
 
     def __init__(self, directory: str | os.PathLike[str], **options: Unpack[LocalOptions]) -> None:

@@ -40,8 +40,11 @@ class AsyncSQLiteSession(Offloaded[SQLiteSession]):
     Args:
         id: the conversation's id (any non-empty text up to 1,024 characters, without NUL).
         path: the database file; created when missing (its directory must exist).
-        durability: ``"off"``, ``"normal"`` (default) or ``"full"``, as for ``SQLiteSession``.
-        timeout: seconds a call waits for another process's write before it raises
+
+    Keyword Args:
+        durability (Durability): ``"off"``, ``"normal"`` (default) or ``"full"``, as for
+            ``SQLiteSession``.
+        timeout (float): seconds a call waits for another process's write before it raises
             :class:`~aniki.StoreUnavailableError`; also (at least 1 s) how long it waits for
             its turn behind this process's earlier calls on the file.
 

@@ -27,6 +27,7 @@ from aniki import (
     Provider,
     RunError,
     Runner,
+    RunTimeoutError,
     SQLiteSession,
     StreamRestarted,
     TextDelta,
@@ -358,3 +359,25 @@ def test_misplaced_guardrail_options_are_user_errors() -> None:
     with pytest.raises(UserError, match="takes a list"):
         Agent("A", model="m", provider=provider, output_guardrails=no_secrets)  # type: ignore[arg-type]
     assert Guardrail(no_secrets).name == "no_secrets"
+
+
+async def test_a_run_timeout_covers_a_check_that_never_ends(tmp_path: Path) -> None:
+    ended = asyncio.Event()
+
+    async def stuck(ctx: Context, message: Message) -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            ended.set()
+
+    session = SQLiteSession("stuck", tmp_path / "s.db")
+    agent = Agent(
+        "A",
+        model="m",
+        provider=MockProvider([MockReply(content="x")]),
+        input_guardrails=[stuck],
+    )
+    with pytest.raises(RunTimeoutError):
+        await Runner().run(agent, message="hi", session=session, timeout=0.3)
+    assert ended.is_set()  # the check was cancelled, not left running
+    assert roles(session) == ["user"]

@@ -3,7 +3,9 @@
 :class:`~aniki.ValidationError` naming the field, never a ``KeyError``.
 
 The report's ``usage`` is not in its record: the message keeps it once, as its own ``usage``,
-and :func:`report_from_record` is handed it back.
+and :func:`report_from_record` is handed it back. ``shortened_messages`` is in it only when it
+is not 0, so a record without it reads as 0 and a report without shortened messages is stored
+as it was before that field existed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ __all__ = ["check_report", "report_from_record", "report_record"]
 
 _REPORT_KEYS = ("stored_messages", "sent_messages", "summarized_messages", "tokens", "prefix_kept")
 _REPORT_KEY_SET = frozenset(_REPORT_KEYS)
+_SHORTENED = "shortened_messages"
+_REPORT_KEYS_SHORTENED = _REPORT_KEY_SET | {_SHORTENED}
 _TOKEN_KEYS = tuple(spec.name for spec in fields(ContextTokens))
 _TOKEN_KEY_SET = frozenset(_TOKEN_KEYS)
 
@@ -29,7 +33,7 @@ def report_record(report: ContextReport) -> dict[str, Any]:
     """``report`` as a JSON-safe dict, without its ``usage``: the assistant message that
     keeps the report keeps that once, as its own :attr:`~aniki.Message.usage`."""
     tokens = report.tokens
-    return {
+    record: dict[str, Any] = {
         "stored_messages": report.stored_messages,
         "sent_messages": report.sent_messages,
         "summarized_messages": report.summarized_messages,
@@ -41,17 +45,24 @@ def report_record(report: ContextReport) -> dict[str, Any]:
         },
         "prefix_kept": report.prefix_kept,
     }
+    if report.shortened_messages:
+        record[_SHORTENED] = report.shortened_messages
+    return record
 
 
 def report_from_record(data: Any, usage: Usage | None) -> ContextReport:
     """The report :func:`report_record` wrote, with ``usage`` (the message's); a
     :class:`~aniki.ValidationError` naming the field (``context.tokens.history``) when
     ``data`` is not such a record."""
-    if type(data) is dict and data.keys() == _REPORT_KEY_SET:  # as aniki writes it: one pass
+    keys = data.keys() if type(data) is dict else None
+    if keys in (_REPORT_KEY_SET, _REPORT_KEYS_SHORTENED):  # as aniki writes it: one pass
         tokens, stored, kept = data["tokens"], data["stored_messages"], data["prefix_kept"]
         sent, summarized = data["sent_messages"], data["summarized_messages"]
+        shortened = data.get(_SHORTENED, 0)
         if (
-            type(tokens) is dict
+            type(shortened) is int
+            and shortened >= 0
+            and type(tokens) is dict
             and tokens.keys() == _TOKEN_KEY_SET
             and (stored is None or (type(stored) is int and stored >= 0))
             and type(sent) is int
@@ -68,8 +79,8 @@ def report_from_record(data: Any, usage: Usage | None) -> ContextReport:
                 and type(counts[3]) is int
                 and min(counts) >= 0
             ):
-                return _made(stored, sent, summarized, counts, kept, usage)
-    check_mapping(data, "a context report", _REPORT_KEY_SET, field="context")
+                return _made(stored, sent, summarized, counts, kept, usage, shortened)
+    check_mapping(data, "a context report", _REPORT_KEYS_SHORTENED, field="context")
     _check_present(data, _REPORT_KEYS, "a context report", "context")
     tokens = data["tokens"]
     check_mapping(tokens, "context tokens", _TOKEN_KEY_SET, field="context.tokens")
@@ -81,6 +92,7 @@ def report_from_record(data: Any, usage: Usage | None) -> ContextReport:
         tokens=ContextTokens(**{name: tokens[name] for name in _TOKEN_KEYS}),
         prefix_kept=data["prefix_kept"],
         usage=usage,
+        shortened_messages=data.get(_SHORTENED, 0),
     )
     check_report(report)
     return report
@@ -99,6 +111,7 @@ def check_report(report: object, usage: object = None) -> None:
         _check_count(report.stored_messages, "context.stored_messages", "or None")
     _check_count(report.sent_messages, "context.sent_messages")
     _check_count(report.summarized_messages, "context.summarized_messages")
+    _check_count(report.shortened_messages, "context.shortened_messages")
     tokens = report.tokens
     if not isinstance(tokens, ContextTokens):
         raise ValidationError(
@@ -146,6 +159,7 @@ def _made(
     counts: tuple[int, int, int, int],
     kept: bool | None,
     usage: Usage | None,
+    shortened: int,
 ) -> ContextReport:
     """A report from checked values, made with the slots' own setters: a frozen dataclass's
     ``__init__`` costs twice as much, and a store reads one report per assistant message."""
@@ -161,6 +175,7 @@ def _made(
     _set_tokens(report, tokens)
     _set_kept(report, kept)
     _set_usage(report, usage)
+    _set_shortened(report, shortened)
     return report
 
 
@@ -168,6 +183,6 @@ _new = object.__new__
 _set_instructions, _set_tools, _set_summary, _set_history = (
     ContextTokens.__dict__[name].__set__ for name in _TOKEN_KEYS
 )
-_set_stored, _set_sent, _set_summarized, _set_tokens, _set_kept, _set_usage = (
-    ContextReport.__dict__[name].__set__ for name in (*_REPORT_KEYS, "usage")
+_set_stored, _set_sent, _set_summarized, _set_tokens, _set_kept, _set_usage, _set_shortened = (
+    ContextReport.__dict__[name].__set__ for name in (*_REPORT_KEYS, "usage", _SHORTENED)
 )

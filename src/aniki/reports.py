@@ -76,6 +76,10 @@ class ContextReport:
     window's cut moved or a new summary was made; ``None`` when the session cannot tell."""
     usage: Usage | None = None
     """What the provider reported for this call (``None`` when it reported nothing)."""
+    shortened_messages: int = 0
+    """How many of the messages sent were shortened: each cost more than the history
+    policy's whole budget by itself, so its text was cut to fit, with a note saying so (the
+    stored message stays whole)."""
 
     def describe(self) -> str:
         """One line for people: messages and tokens sent, and what the provider reported."""
@@ -83,6 +87,8 @@ class ContextReport:
         parts = [f"{self.sent_messages} of {stored} messages sent"]
         if self.summarized_messages:
             parts.append(f"{self.summarized_messages} summarized")
+        if self.shortened_messages:
+            parts.append(f"{self.shortened_messages} shortened to fit")
         parts.append(f"~{self.tokens.total} tokens")
         if self.prefix_kept is not None:
             parts.append("prefix kept" if self.prefix_kept else "prefix changed")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from hypothesis import strategies as st
 
 from aniki import Message, ToolCall
+from aniki.sessions.policies._shorten import Shortener
 
 Cost = Callable[[Message], int]
 
@@ -120,3 +121,17 @@ def assert_provider_valid(view: Sequence[Message]) -> None:
 def word_cost(message: Message) -> int:
     """A simple deterministic token cost for the property tests."""
     return 3 + len(message.content.split()) + sum(2 for _ in message.tool_calls)
+
+
+class _Words:
+    def count_message(self, message: Message) -> int:
+        return word_cost(message)
+
+
+def as_sent(history: Sequence[Message], allowance: int) -> list[Message]:
+    """``history`` as a token budget sends it, its costs counted by :func:`word_cost`: each
+    message that alone costs more than ``allowance`` shortened by the policies' own rule
+    (tested on its own in ``test_oversize.py``), the others as they are."""
+    words = _Words()
+    shortener = Shortener(allowance, lambda: words)
+    return [shortener.shortened(message) or message for message in history]

@@ -24,7 +24,14 @@ from aniki.sessions.policies import TokenBudgetSession, WindowedSession
 from aniki.sessions.policies._select import unit_cost
 from aniki.testing import MockProvider
 
-from .histories import allowed, assert_provider_valid, expected_start, histories, word_cost
+from .histories import (
+    allowed,
+    as_sent,
+    assert_provider_valid,
+    expected_start,
+    histories,
+    word_cost,
+)
 from .stores import AsyncMemorySession, PlainSession, resolve
 from .summaries import tagged
 
@@ -71,10 +78,12 @@ def oracle(
 ) -> list[tuple[int, bool]]:
     """After each append: where the view starts and whether the cut moved. The cut stays
     while the view fits, and the cache is warm or the view holds at most ``trim_to``;
-    otherwise it moves to the longest valid suffix within ``trim_to``."""
+    otherwise it moves to the longest valid suffix within ``trim_to``. A token budget sends
+    a message that alone costs more than it shortened."""
     cut, starts = 0, []
+    every = as_sent(history, limit) if cost is word_cost else history
     for count in range(1, len(history) + 1):
-        stored = history[:count]
+        stored = every[:count]
         held = sum(cost(m) for m in stored[cut:])
         cold = count >= 2 and pauses[count - 1] > TTL
         moved = False
@@ -91,11 +100,11 @@ async def replay(
     inner = STORES[kind]("s")
     policy = make(inner)
     views = []
-    with clock.stamping():
-        for message, pause in zip(history, pauses, strict=True):
-            clock.now += timedelta(seconds=pause)
+    for message, pause in zip(history, pauses, strict=True):
+        clock.now += timedelta(seconds=pause)
+        with clock.stamping():  # the store stamps the append with the clock's time
             await resolve(policy.add_message(message))
-            views.append(tuple(await resolve(policy.get_messages())))
+        views.append(tuple(await resolve(policy.get_messages())))
     return views
 
 
@@ -108,15 +117,16 @@ def check(
     cost: Any,
 ) -> None:
     previous: tuple[Message, ...] = ()
+    every = as_sent(history, limit) if cost is word_cost else history
     for count, (view, (start, moved)) in enumerate(
         zip(views, oracle(history, pauses, limit, trim_to, cost), strict=True), start=1
     ):
-        stored = tuple(history[:count])
-        assert view == stored[start:]
+        stored, sent = tuple(history[:count]), tuple(every[:count])
+        assert view == sent[start:]
         assert allowed(stored, start)
         assert_provider_valid(view)
         if not moved:  # between cuts, the previous view plus what was appended
-            assert view == (*previous, stored[-1])
+            assert view == (*previous, sent[-1])
         previous = view
 
 

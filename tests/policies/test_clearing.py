@@ -19,7 +19,14 @@ from aniki.sessions.policies import TokenBudgetSession, WindowedSession
 from aniki.sessions.policies._select import unit_cost
 from aniki.testing import MockProvider, MockReply
 
-from .histories import allowed, assert_provider_valid, expected_start, histories, word_cost
+from .histories import (
+    allowed,
+    as_sent,
+    assert_provider_valid,
+    expected_start,
+    histories,
+    word_cost,
+)
 from .stores import AsyncMemorySession, PlainSession, resolve
 from .summaries import tagged
 
@@ -60,10 +67,13 @@ def oracle(
     history: Sequence[Message], limit: int, trim_to: int, cost: Any, rules: ClearToolResults
 ) -> list[tuple[list[Message], bool, bool]]:
     """After each append: the view, whether the cut moved, and whether a clearing changed
-    what the previous view sent (its prefix broke without a cut)."""
+    what the previous view sent (its prefix broke without a cut). A token budget sends a
+    message that alone costs more than it shortened, once the old results are cleared."""
     cut, views, previous = 0, [], None
     for count in range(1, len(history) + 1):
         sent = sent_as(history[:count], rules)
+        if cost is word_cost:
+            sent = as_sent(sent, limit)
         moved = False
         if sum(cost(m) for m in sent[cut:]) > limit:
             new = expected_start(sent, trim_to, cost)

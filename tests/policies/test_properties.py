@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from aniki.sessions.policies._summary import summary_message
 
 from .histories import (
     allowed,
+    as_sent,
     assert_provider_valid,
     expected_start,
     histories,
@@ -35,18 +37,23 @@ class WordCounter:
         return word_cost(message)
 
 
+def sent_forms(messages: Sequence[Message], limit: int, cost: Any) -> tuple[Message, ...]:
+    """``messages`` as a policy sends them: a token budget shortens each message that alone
+    costs more than it; a window of messages sends them as they are."""
+    return tuple(as_sent(messages, limit) if cost is word_cost else messages)
+
+
 def check_suffix(
     view: tuple[Message, ...], stored: tuple[Message, ...], limit: int, cost: Any
 ) -> None:
-    start = expected_start(stored, limit, cost)
-    assert view == stored[start:]  # contiguous, most recent, maximal, valid
+    sent = sent_forms(stored, limit, cost)
+    start = expected_start(sent, limit, cost)
+    assert view == sent[start:]  # contiguous, most recent, maximal, valid
     assert allowed(stored, start)
     assert_provider_valid(view)
     if sum(cost(m) for m in view) > limit:  # over the limit only when nothing valid fits
         assert all(
-            sum(cost(m) for m in stored[s:]) > limit
-            for s in range(len(stored))
-            if allowed(stored, s)
+            sum(cost(m) for m in sent[s:]) > limit for s in range(len(sent)) if allowed(sent, s)
         )
 
 
@@ -82,21 +89,20 @@ def check_stepped(
     trim_to: int,
     cost: Any,
 ) -> None:
-    oracle = stepped_views(history, limit, trim_to, cost)
+    every = sent_forms(history, limit, cost)
+    oracle = stepped_views(every, limit, trim_to, cost)
     previous: tuple[Message, ...] = ()
     regular, cuts, growth = True, 0, 0
     for count, (view, (start, moved)) in enumerate(zip(views, oracle, strict=True), start=1):
-        stored = tuple(history[:count])
-        assert view == stored[start:]
+        stored, sent = tuple(history[:count]), every[:count]
+        assert view == sent[start:]
         assert allowed(stored, start)
         assert_provider_valid(view)
         if sum(cost(m) for m in view) > limit:  # over the limit only when nothing valid fits
             assert all(
-                sum(cost(m) for m in stored[s:]) > limit
-                for s in range(len(stored))
-                if allowed(stored, s)
+                sum(cost(m) for m in sent[s:]) > limit for s in range(len(sent)) if allowed(sent, s)
             )
-        growth += cost(stored[-1])
+        growth += cost(sent[-1])
         if moved:
             cuts += 1
             # A cut leaves at most trim_to, unless no valid suffix is that short.
@@ -104,7 +110,7 @@ def check_stepped(
                 regular = False
         else:
             # Between cuts the view is the previous one plus what was appended.
-            assert view == (*previous, stored[-1])
+            assert view == (*previous, sent[-1])
         previous = view
     if regular and limit > trim_to:
         assert cuts <= growth // (limit - trim_to + 1) + 1
@@ -225,13 +231,17 @@ async def replay_summaries(kind: str, history: list[Message], max_tokens: int) -
         covered = summary.covered if summary else 0
         head: tuple[Message, ...] = (summary_message(summary.text),) if summary else ()
         assert view[: len(head)] == head
-        tail = stored[covered:]
+        # A message over what any summary leaves of the budget is sent shortened.
+        sent = as_sent(stored, max_tokens - policy.summary_tokens)
+        tail = sent[covered:]
         budget = max(max_tokens - sum(word_cost(m) for m in head), 0)
-        assert view[len(head) :] == tail[expected_start(tail, budget, word_cost) :]
+        assert view[len(head) :] == tuple(tail[expected_start(tail, budget, word_cost) :])
         assert allowed(stored, covered)  # a summary ends between exchanges
         assert_provider_valid(view[len(head) :])
-        # Incremental: every covered message folded exactly once, in order.
-        assert summarizer.all_folded() == list(range(covered))
+        # Incremental: every covered message folded exactly once, in order (a message the
+        # summarizer was sent shortened to its note alone shows no tag).
+        shown = [i for i in range(covered) if sent[i].content.startswith(f"<m{i}>")]
+        assert summarizer.all_folded() == shown
 
 
 @settings(max_examples=60, deadline=None)

@@ -10,6 +10,7 @@ sent last for that session.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import weakref
@@ -56,6 +57,7 @@ class ReportBuilder:
         kept, sums = _against_last_sent(self._session, sent, self._counter)
         info = self._reads(len(sent) - pending)
         summarized = info.summarized if info is not None else 0
+        shortened = info.shortened if info is not None else 0
         summary = 1 if info is not None and info.summary and sent else 0
         history = len(sent) - summary
         stored = info.stored if info is not None else None
@@ -75,6 +77,7 @@ class ReportBuilder:
                 history=total - summary_tokens,
             ),
             prefix_kept=prefix_kept,
+            shortened_messages=shortened,
         )
         self.reports.append(report)
         return report
@@ -85,14 +88,7 @@ class ReportBuilder:
             return
         report = self.reports[-1]
         if usage is not None:
-            report = ContextReport(
-                stored_messages=report.stored_messages,
-                sent_messages=report.sent_messages,
-                summarized_messages=report.summarized_messages,
-                tokens=report.tokens,
-                prefix_kept=report.prefix_kept,
-                usage=usage,
-            )
+            report = dataclasses.replace(report, usage=usage)
             self.reports[-1] = report
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(

@@ -70,6 +70,8 @@ class ReadInfo:
     """Whether the view starts where the previous read's did (the cut did not move)."""
     summary: bool = False
     """Whether the view starts with a summary (a system message no store holds)."""
+    shortened: int = 0
+    """How many messages of the view were sent shortened (each alone over the budget)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,12 +102,14 @@ def _report_json(report: ContextReport) -> str:
     when the message was made)."""
     tokens = report.tokens
     stored = "null" if report.stored_messages is None else report.stored_messages
+    shortened = report.shortened_messages  # written only when not 0, as report_record does
+    more = f',"shortened_messages":{shortened}' if shortened else ""
     return (
         f'{{"stored_messages":{stored},"sent_messages":{report.sent_messages},'
         f'"summarized_messages":{report.summarized_messages},"tokens":{{'
         f'"instructions":{tokens.instructions},"tools":{tokens.tools},'
         f'"summary":{tokens.summary},"history":{tokens.history}}},'
-        f'"prefix_kept":{_JSON_FLAGS[report.prefix_kept]}}}'
+        f'"prefix_kept":{_JSON_FLAGS[report.prefix_kept]}{more}}}'
     )
 
 

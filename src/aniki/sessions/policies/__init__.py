@@ -6,6 +6,7 @@
 - ``_policy.py``, ``_select.py``, ``_cut.py``: what they share: valid starts (never
   splitting a tool call from its result), the stepped cut kept in the session's meta
 - ``_clearing.py``: :class:`ClearToolResults`, old tool results cleared from a view in steps
+- ``_shorten.py``: a message larger than a token budget, sent shortened to fit
 - ``_summary.py``, ``_summary_claim.py``: stored summaries, and one summarizer per crossing
 - ``_summarizer.py``: the summarizer's call, its reply capped and fitted off the event loop
 """

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 from ...messages import Message
 from ...tokens import TokenCounter, counter_for_model
 from ._checks import check_cache_ttl, check_clearing, check_positive, check_trim_to
 from ._clearing import ClearToolResults
+from ._cut import Found, Placement
 from ._policy import CountsTokens, SessionT, SuffixPolicy
+from ._shorten import Shortener
 
 __all__ = ["TokenBudgetSession"]
 
@@ -35,9 +40,10 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
     ``model``, an estimate when no model is given), and each message's count is remembered,
     so a read costs about the size of the window, not of the history. The window never
     splits a tool exchange; when even the last exchange is over the budget, it is returned
-    whole. ``max_tokens`` is the history's share of a request: leave room for the
-    instructions, the tool definitions and the reply. Over an ``AsyncSession`` the methods
-    are awaited.
+    whole; but a single message that costs more than ``max_tokens`` by itself is sent
+    shortened: its text cut to fit, with a note saying so (the stored message stays whole).
+    ``max_tokens`` is the history's share of a request: leave room for the instructions,
+    the tool definitions and the reply. Over an ``AsyncSession`` the methods are awaited.
 
     Example::
 
@@ -63,6 +69,7 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
         self.max_tokens = limit
         """The most tokens a read returns (unless the last exchange alone is larger)."""
         self._counter = counter if counter is not None else counter_for_model(model)
+        self._fit = Shortener(limit, lambda: self._counter)
 
     @property
     def cut_key(self) -> str:
@@ -76,7 +83,23 @@ class TokenBudgetSession(SuffixPolicy[SessionT], CountsTokens):
         return f"aniki.cut.tokens.{self.max_tokens}.{self.trim_to}.{kind}{self._key_suffix()}"
 
     def _cost(self, message: Message) -> int:
-        return self._counter.count_message(message)
+        weight = self._counter.count_message(message)
+        return weight if weight <= self._fit.below else self._fit.cost(message, weight)
+
+    def _place(
+        self, found: Found | None, window: Sequence[Message], complete: bool, kept: int
+    ) -> Placement | None:
+        self._fit.synced()  # its counter may have been replaced since the last read
+        return super()._place(found, window, complete, kept)
+
+    def _settle(
+        self, found: Found | None, placement: Placement, window: Sequence[Message], kept: int
+    ) -> tuple[tuple[Message, ...], Any]:
+        view, cut = super()._settle(found, placement, window, kept)
+        view, shortened = self._fit.apply(view)
+        if shortened and self._last_read is not None:
+            self._last_read = replace(self._last_read, shortened=shortened)
+        return view, cut
 
     def _fresh_fetch(self) -> int:
         return _FRESH_FETCH

@@ -18,6 +18,7 @@ from ..base import AsyncSession, Session
 from ._checks import check_positive, check_session
 from ._policy import CountsTokens
 from ._select import select_start
+from ._shorten import Shortener
 from ._summarizer import Summarizer, summarize, summarize_in_place
 from ._summary import (
     DEFAULT_PROMPT,
@@ -52,7 +53,8 @@ class SummarizingSession(CountsTokens):
     run's instructions, tools and history, which a prompt cache serves); the summary then
     takes at most ``max_tokens / 2 - keep_recent`` tokens, so the next summary comes only
     after about half a budget of new conversation. A read returns one system message holding
-    the summary, then the kept messages, never splitting a tool exchange.
+    the summary, then the kept messages, never splitting a tool exchange; one larger than what
+    a summary leaves of the budget (``max_tokens - summary_tokens``) is sent shortened to fit.
 
     The summary is stored beside the history (the store's ``get_meta`` / ``set_meta``, under
     ``"aniki.summary"``) with how many messages it covers and a fingerprint of the last of
@@ -114,6 +116,7 @@ class SummarizingSession(CountsTokens):
         self.prompt = prompt
         """The summarizer's instructions."""
         self._counter = counter if counter is not None else counter_for_model(model)
+        self._fit = Shortener(max_tokens - self.summary_tokens, lambda: self._counter)
         self._inner = inner
         can = capabilities_of(inner)
         # A sync store's calls run in a worker thread, so they never block the event loop.
@@ -161,23 +164,23 @@ class SummarizingSession(CountsTokens):
         if undo is None:
             raise UserError(f"{type(self._inner).__name__} has no undo(); it cannot remove a turn")
         removed: tuple[Message, ...] = tuple(await self._io(undo))
-        self._total_hint = self._failed_at = None
-        self._previous_view = None
+        self._total_hint = self._failed_at = self._previous_view = None
         return removed
 
     async def clear(self) -> None:
         """Delete the inner store's history and the summary."""
         await self._io(self._inner.clear)
         self._summary = None
-        self._total_hint = self._failed_at = None
-        self._previous_view = None
+        self._total_hint = self._failed_at = self._previous_view = None
         if self._meta is not None:
             set_meta = self._meta[1]
             await self._io(lambda: set_meta(SUMMARY_KEY, None))
 
     async def summary(self) -> Summary | None:
         """The stored summary, or ``None`` before the first one is made."""
-        return await self._load()
+        if self._meta is None:
+            return self._summary
+        return Summary.from_record(await self._load_record())
 
     async def get_messages(self) -> tuple[Message, ...]:
         """The summary (when there is one) followed by the most recent messages that fit."""
@@ -206,7 +209,7 @@ class SummarizingSession(CountsTokens):
         """:meth:`get_messages`, whose first fetch is ``first`` (which may append ``added``
         messages before it reads)."""
         async with self._lock():
-            started, cost = time.monotonic(), self._counter.count_message
+            started, cost = time.monotonic(), self._fit.synced().weigh
             for _ in range(_ROUNDS):
                 record = await self._load_record()
                 loaded, tail, total = await self._read_tail(
@@ -228,7 +231,7 @@ class SummarizingSession(CountsTokens):
                     await self._release(lease)
                 if settled:
                     break
-            view = summary_view(summary, tail, self.max_tokens, cost)
+            view, shortened = self._fit.sent(summary_view(summary, tail, self.max_tokens, cost))
             previous, self._previous_view = self._previous_view, view
             kept = view[: len(previous)] == previous if previous is not None else True
             self._last_read = ReadInfo(
@@ -236,6 +239,7 @@ class SummarizingSession(CountsTokens):
                 summarized=summary.covered if summary else 0,
                 prefix_kept=kept and summary is loaded,
                 summary=summary is not None,
+                shortened=shortened,
             )
             return view
 
@@ -246,11 +250,6 @@ class SummarizingSession(CountsTokens):
         if lock is None:
             lock = self._locks[loop] = asyncio.Lock()
         return lock
-
-    async def _load(self) -> Summary | None:
-        if self._meta is None:
-            return self._summary
-        return Summary.from_record(await self._load_record())
 
     async def _load_record(self, key: str = SUMMARY_KEY) -> Any:
         """The raw meta value under ``key`` (``None`` over a store without meta)."""
@@ -351,11 +350,12 @@ class SummarizingSession(CountsTokens):
         whether they are settled: ``False`` when another reader's summary took its place,
         to be read again.
         """
-        keep_from = select_start(tail, self.keep_recent, self._counter.count_message)
+        cost, sent = self._fit.weigh, self._fit.sent(tail)[0]  # as a view sends it
+        keep_from = select_start(tail, self.keep_recent, cost)
         evicted = tail[:keep_from]
         covered = summary.covered if summary else 0
         done = 0
-        ends = chunk_ends(evicted, self._counter.count_message, self.max_tokens)
+        ends = chunk_ends(evicted, cost, self.max_tokens)
         # Without a summarizer, one fold is asked of the run's model in the conversation's
         # own terms (a prompt cache serves it); a long history, chunk by chunk, as transcripts.
         in_place, kept = self.summarizer is None and len(ends) == 1, len(tail) - len(evicted)
@@ -365,14 +365,14 @@ class SummarizingSession(CountsTokens):
             try:
                 if in_place:
                     text = await summarize_in_place(
-                        self.prompt, previous, tail, kept, share=share, counter=counter
+                        self.prompt, previous, sent, kept, share=share, counter=counter
                     )
                 else:
                     text = await summarize(
                         self.summarizer,
                         self.prompt,
                         previous,
-                        evicted[done:end],
+                        sent[done:end],
                         share=share,
                         counter=counter,
                     )

@@ -188,6 +188,18 @@ async def test_messages_a_window_leaves_out_are_counted(spans: Spans) -> None:
     stored, sent = last["aniki.context.stored_messages"], last["aniki.context.sent_messages"]
     assert (stored, sent) == (5, 1)  # the window's cut moved to half its size
     assert last["aniki.context.omitted_messages"] == 4
+    assert "aniki.context.shortened_messages" not in last
+
+
+async def test_a_message_sent_shortened_is_counted(spans: Spans) -> None:
+    from aniki import TokenBudgetSession
+
+    session = TokenBudgetSession(InMemorySession(), 100)
+    agent = Agent("Budget", model="mock-model", provider=MockProvider(["ok"]), session=session)
+    await Runner().run(agent, message="word " * 2_000)
+
+    last = spans.one("chat ").attributes
+    assert last["aniki.context.shortened_messages"] == 1
 
 
 @pytest.mark.parametrize("mode", MODES)

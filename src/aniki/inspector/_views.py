@@ -174,6 +174,8 @@ def report_line(report: ContextReport) -> str:
     parts = [f"{report.sent_messages:,} of {stored} messages sent"]
     if report.summarized_messages:
         parts.append(f"{report.summarized_messages:,} summarized")
+    if report.shortened_messages:
+        parts.append(f"{report.shortened_messages:,} shortened to fit")
     parts.append(f"~{report.tokens.total:,} tokens")
     if report.prefix_kept is not None:
         parts.append("prefix kept" if report.prefix_kept else "prefix changed")

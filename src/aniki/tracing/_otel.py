@@ -350,6 +350,8 @@ def _report_attributes(report: ContextReport, pending: int) -> Attributes:
         )
     if report.prefix_kept is not None:
         attributes[n.CONTEXT_PREFIX_KEPT] = report.prefix_kept
+    if report.shortened_messages:
+        attributes[n.CONTEXT_SHORTENED_MESSAGES] = report.shortened_messages
     return attributes
 
 

@@ -27,12 +27,16 @@ came from its KV cache: the prefix the prompt shares with the tokens it evaluate
 from the server's verbose log), and the wall time of the turn. Summarizer calls count in the
 turn that made them. The server serves one request at a time, so a summary call also
 replaces the cached prefix of the conversation: the next turn is evaluated afresh.
+
+:mod:`workloads.live_tools`, the tool-heavy variant, shares :func:`serving` (a warmed-up
+server and a counting provider), :func:`warm_up`, :func:`timed_turn` and :func:`summarize`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import sys
 import tempfile
@@ -47,7 +51,7 @@ LAUNCHER = Path(__file__).resolve().parents[2] / "scripts" / "live_server.py"
 INSTRUCTIONS = "You are a terse assistant. Answer every question in one short sentence."
 
 
-def _launcher() -> ModuleType:
+def launcher() -> ModuleType:
     # scripts/ is not a package; tests/live loads the same file under the same name.
     name = "aniki_live_server"
     if name not in sys.modules:
@@ -84,14 +88,17 @@ class LiveRow:
 
 
 @dataclass(frozen=True)
-class _TurnCost:
+class TurnCost:
+    """What one turn cost the server, read from its log (see :class:`LiveRow`)."""
+
     prompt_tokens: int
     evaluated_tokens: int
     seconds: float
     requests: int
+    """Requests the server served for the turn."""
 
 
-class _Counting:
+class Counting:
     """A provider that counts the calls it passes on (the turn's and the summarizer's)."""
 
     def __init__(self, inner: Any) -> None:
@@ -132,43 +139,54 @@ def policies() -> dict[str, Wrap]:
     }
 
 
+async def timed_turn(
+    server: Any, provider: Counting, runner: Any, agent: Any, message: str
+) -> tuple[TurnCost, Any]:
+    """Run one turn of ``agent``'s conversation; what it cost the server, and its result.
+
+    ``provider`` must be the one every model call of the turn goes through (the summarizer's
+    included): its count says how many of the server's log records belong to the turn.
+    """
+    logged, calls = len(server.prompt_evals()), provider.calls
+    started = time.perf_counter()
+    result = await runner.run(agent, message=message)
+    seconds = time.perf_counter() - started
+    made = provider.calls - calls
+    evals = server.wait_prompt_evals(logged + made)[logged:]
+    cost = TurnCost(
+        # A prompt found whole in the cache logs no length (rare: an exact repeat).
+        prompt_tokens=sum(e.prompt_tokens or 0 for e in evals),
+        evaluated_tokens=sum(e.evaluated_tokens for e in evals),
+        seconds=seconds,
+        requests=made,
+    )
+    return cost, result
+
+
 async def _conversation(
-    server: Any, provider: _Counting, session: Any, turns: int, max_tokens: int
-) -> list[_TurnCost]:
+    server: Any, provider: Counting, session: Any, turns: int, max_tokens: int
+) -> list[TurnCost]:
     from aniki import Agent, Runner
 
-    live = _launcher()
     agent = Agent(
         "Live",
         INSTRUCTIONS,
-        model=live.MODEL_NAME,
+        model=launcher().MODEL_NAME,
         provider=provider,
         session=session,
         settings={"max_tokens": max_tokens, "temperature": 0},
     )
     runner = Runner()
-    costs: list[_TurnCost] = []
+    costs: list[TurnCost] = []
     for turn in range(1, turns + 1):
-        logged, calls = len(server.prompt_evals()), provider.calls
-        started = time.perf_counter()
-        await runner.run(agent, message=f"Turn {turn}: name one fact about the number {turn}.")
-        seconds = time.perf_counter() - started
-        made = provider.calls - calls
-        evals = server.wait_prompt_evals(logged + made)[logged:]
-        costs.append(
-            _TurnCost(
-                # A prompt found whole in the cache logs no length (rare: an exact repeat).
-                prompt_tokens=sum(e.prompt_tokens or 0 for e in evals),
-                evaluated_tokens=sum(e.evaluated_tokens for e in evals),
-                seconds=seconds,
-                requests=made,
-            )
-        )
+        message = f"Turn {turn}: name one fact about the number {turn}."
+        cost, _ = await timed_turn(server, provider, runner, agent, message)
+        costs.append(cost)
     return costs
 
 
-def _rows(
-    policy: str, costs: Sequence[_TurnCost], ranges: Sequence[tuple[int, int]]
+def summarize(
+    policy: str, costs: Sequence[TurnCost], ranges: Sequence[tuple[int, int]]
 ) -> list[LiveRow]:
     rows = []
     for first, last in ranges:
@@ -188,13 +206,42 @@ def _rows(
     return rows
 
 
-async def _warm_up(provider: Any) -> None:
-    """One request first, so that no policy pays for the server's first evaluation."""
+async def warm_up(provider: Any) -> None:
+    """One short request of no conversation: made first, so that no policy pays for the
+    server's first evaluation; made again, it leaves the KV cache holding nothing of the
+    conversation before."""
     from aniki import Agent, Runner
 
-    live = _launcher()
+    live = launcher()
     agent = Agent("Warm-up", model=live.MODEL_NAME, provider=provider, settings={"max_tokens": 4})
     await Runner().run(agent, message="Hello.")
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    *, n_ctx: int, log_dir: Path | None = None, compat: str = "openai"
+) -> AsyncIterator[tuple[Any, Counting, Path]]:
+    """A warmed-up server, a counting ``OpenAIProvider`` pointed at it (shaped for ``compat``)
+    and a scratch directory for the stores; everything stopped and removed after."""
+    from aniki.providers import OpenAIProvider
+
+    live = launcher()
+    runtime = live.find_runtime()
+    with tempfile.TemporaryDirectory(prefix="aniki-live-bench-") as scratch:
+        log = (log_dir or Path(scratch)) / "llama-server.log"
+        server = await asyncio.to_thread(live.LlamaServer.launch, log, runtime=runtime, n_ctx=n_ctx)
+        try:
+            await asyncio.to_thread(server.wait_ready)
+            inner = OpenAIProvider(
+                base_url=server.base_url, api_key="none", max_retries=0, compat=compat
+            )
+            try:
+                await warm_up(inner)
+                yield server, Counting(inner), Path(scratch)
+            finally:
+                await inner.aclose()
+        finally:
+            await asyncio.to_thread(server.stop)
 
 
 async def run(
@@ -208,37 +255,21 @@ async def run(
 ) -> list[LiveRow]:
     """Run every policy's conversation against one server; see the module docstring."""
     from aniki import Agent, SQLiteSession
-    from aniki.providers import OpenAIProvider
 
-    live = _launcher()
-    runtime = live.find_runtime()
-    with tempfile.TemporaryDirectory(prefix="aniki-live-bench-") as scratch:
-        log = (log_dir or Path(scratch)) / "llama-server.log"
-        server = await asyncio.to_thread(live.LlamaServer.launch, log, runtime=runtime, n_ctx=n_ctx)
-        try:
-            await asyncio.to_thread(server.wait_ready)
-            inner = OpenAIProvider(base_url=server.base_url, api_key="none", max_retries=0)
-            try:
-                await _warm_up(inner)
-                provider = _Counting(inner)
-                summarizer = Agent(
-                    "Summarizer",
-                    model=live.MODEL_NAME,
-                    provider=provider,
-                    settings={"max_tokens": 64, "temperature": 0},
-                )
-                rows: list[LiveRow] = []
-                for name, wrap in policies().items():
-                    store = SQLiteSession(name, Path(scratch) / "bench.db")
-                    session = wrap(store, summarizer)
-                    costs = await _conversation(server, provider, session, turns, max_tokens)
-                    rows.extend(_rows(name, costs, ranges))
-                    if progress:
-                        progress(f"{name}: {sum(c.seconds for c in costs):.1f} s")
-            finally:
-                await inner.aclose()
-        finally:
-            await asyncio.to_thread(server.stop)
+    rows: list[LiveRow] = []
+    async with serving(n_ctx=n_ctx, log_dir=log_dir) as (server, provider, scratch):
+        summarizer = Agent(
+            "Summarizer",
+            model=launcher().MODEL_NAME,
+            provider=provider,
+            settings={"max_tokens": 64, "temperature": 0},
+        )
+        for name, wrap in policies().items():
+            session = wrap(SQLiteSession(name, scratch / "bench.db"), summarizer)
+            costs = await _conversation(server, provider, session, turns, max_tokens)
+            rows.extend(summarize(name, costs, ranges))
+            if progress:
+                progress(f"{name}: {sum(c.seconds for c in costs):.1f} s")
     return rows
 
 

@@ -52,6 +52,15 @@ TTL_SIDE = f"TokenBudgetSession({BUDGET:,}, cache_ttl={TTL:g})"
 TTL_WINDOW = f"WindowedSession({WINDOW}, cache_ttl={TTL:g})"
 SUMMARY_AGENT = f"SummarizingSession(agent, {BUDGET:,})"
 SUMMARY_SELF = f"SummarizingSession(None, {BUDGET:,})"
+CLEARINGS = ("True", "ClearToolResults(every=1)")
+"""The ``clear_tool_results=`` of the summarizing sides that clear old tool results."""
+
+
+def cleared(side: str, clearing: str) -> str:
+    """The label of the summarizing ``side`` with ``clear_tool_results=clearing``."""
+    return f"{side[:-1]}, clear_tool_results={clearing})"
+
+
 SUMMARY_ASK = "This message is from the application"
 """How a summary request asked of the run's own model ends (see aniki's _summarizer)."""
 INSTRUCTIONS = (
@@ -260,7 +269,10 @@ async def converse(trace: list[Turn], wrap: Wrap, *, keep: bool = False) -> Mete
 
 class AgentSummarizer:
     """A ``SummarizingSession`` whose summaries an agent of its own writes (the transcript
-    form), its requests metered apart."""
+    form), its requests metered apart; ``options``: the policy's own."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
 
     def __call__(self, store: InMemorySession) -> Any:
         self.meter = side = Meter()
@@ -271,14 +283,14 @@ class AgentSummarizer:
             return ModelResponse(content=SUMMARY, finish_reason="stop")
 
         summarizer = Agent("summarizer", model=MODEL, provider=MockProvider(handler=write))
-        return SummarizingSession(store, summarizer, BUDGET, model=MODEL)
+        return SummarizingSession(store, summarizer, BUDGET, model=MODEL, **self.options)
 
 
 def _budget(**options: Any) -> Wrap:
     return lambda store: TokenBudgetSession(store, BUDGET, model=MODEL, **options)
 
 
-BOTH, CHAT = (TOOL_HEAVY, PAUSES), (PAUSES,)
+BOTH, CHAT, HEAVY = (TOOL_HEAVY, PAUSES), (PAUSES,), (TOOL_HEAVY,)
 SIDES: list[tuple[str, Wrap, tuple[str, ...]]] = [
     ("no policy", lambda store: store, BOTH),
     (BUDGET_SIDE, _budget(), BOTH),
@@ -300,6 +312,17 @@ if _CLEAR is not None and "clear_tool_results" in inspect.signature(TokenBudgetS
         wrap = functools.partial(TokenBudgetSession, max_tokens=size, model=MODEL)
         side = f"TokenBudgetSession({size:,}, clear_tool_results={label})"
         SIDES.append((side, functools.partial(wrap, clear_tool_results=clearing), (TOOL_HEAVY,)))
+if _CLEAR is not None and "clear_tool_results" in inspect.signature(SummarizingSession).parameters:
+    for label, clearing in zip(CLEARINGS, (True, _CLEAR(every=1)), strict=True):
+        own = functools.partial(SummarizingSession, summarizer=None, max_tokens=BUDGET, model=MODEL)
+        SIDES += [
+            (cleared(SUMMARY_AGENT, label), AgentSummarizer(clear_tool_results=clearing), HEAVY),
+            (
+                cleared(SUMMARY_SELF, label),
+                functools.partial(own, clear_tool_results=clearing),
+                HEAVY,
+            ),
+        ]
 
 
 def agents_window(body: Sequence[Message], limit: int) -> list[Message] | None:
@@ -460,6 +483,20 @@ async def main() -> None:
         mine, agent = meters[SUMMARY_SELF].bill()[1], meters[SUMMARY_AGENT].bill()[1]
         ratio = ", ".join(f"{mine[n] / agent[n]:.2f} ({n})" for n in PRICES)
         print(f"{name}: " + "; ".join(parts) + f"; None billed {ratio} times the agent's.")
+    for side in (SUMMARY_AGENT, SUMMARY_SELF):
+        for label in CLEARINGS:
+            if cleared(side, label) in heavy:
+                print(f"{TOOL_HEAVY}: {cleared(side, label)}: {_against(heavy, side, label)}.")
+
+
+def _against(meters: dict[str, Meter], side: str, label: str) -> str:
+    """What clearing old tool results does to a summarizing side's bill: its total against
+    the side's without clearing, and the summaries' share of it."""
+    clearing, today = meters[cleared(side, label)], meters[side].bill()[1]
+    total, own = clearing.bill()[1], clearing.bill(summaries=True)[1]
+    ratio = ", ".join(f"{total[n] / today[n]:.2f} ({n})" for n in PRICES)
+    share = ", ".join(f"{own[n] / total[n]:.2f} ({n})" for n in PRICES)
+    return f"billed {ratio} times {side}'s; the summaries' share {share}"
 
 
 if __name__ == "__main__":

@@ -244,7 +244,7 @@ async def test_a_summary_never_replaces_one_covering_more() -> None:
     history = store.get_messages()
     older = Summary.covering("older", 2, history[1])
     # A reader that made ``older`` over no stored summary finds ``newer`` there: it keeps it.
-    assert await policy._save(older, None) == Summary.from_record(newer)
+    assert await policy._store.save(older, None) == Summary.from_record(newer)
     assert store.get_meta("aniki.summary") == newer
 
 

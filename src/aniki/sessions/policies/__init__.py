@@ -8,6 +8,8 @@
 - ``_clearing.py``: :class:`ClearToolResults`, old tool results cleared from a view in steps
 - ``_shorten.py``: a message larger than a token budget, sent shortened to fit
 - ``_summary.py``, ``_summary_claim.py``: stored summaries, and one summarizer per crossing
+- ``_summary_view.py``: what a summary's tail sends (old results cleared) and a fold reads
+- ``_summary_store.py``: the history and the summary's record, read and written off the loop
 - ``_summarizer.py``: the summarizer's call, its reply capped and fitted off the event loop
 """
 

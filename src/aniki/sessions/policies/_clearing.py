@@ -14,7 +14,8 @@ once every ``S`` turns, by ``S`` turns, so between two clearings every request's
 the previous one plus what was appended (a prompt cache serves it), and the last ``K`` to
 ``K + S - 1`` turns are always sent whole. ``L`` is a function of the history alone: every
 reader, process and restart clears the same results. A window knows the turn its view
-starts at from its cut, which keeps it in the store's meta beside its position.
+starts at from its cut, which keeps it in the store's meta beside its position; a
+summarizing session, from its summary, whose record keeps how many turns it covers.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ __all__ = ["ClearToolResults", "clear", "users_in"]
 class ClearToolResults:
     """Clear old tool results (and attachments) from what a window sends, in steps.
 
-    Pass it as ``clear_tool_results=`` to :class:`~aniki.sessions.TokenBudgetSession` or
-    :class:`~aniki.sessions.WindowedSession` (``True`` for these defaults).
+    Pass it as ``clear_tool_results=`` to :class:`~aniki.sessions.TokenBudgetSession`,
+    :class:`~aniki.sessions.WindowedSession` or :class:`~aniki.sessions.SummarizingSession`
+    (``True`` for these defaults).
 
     Example::
 
@@ -50,7 +52,8 @@ class ClearToolResults:
     cached prefix where the newly cleared results start, so everything after them is sent
     again uncached: the kept turns' results included. Measured on a tool-heavy trace (see
     docs/policies.md), keeping 1 turn bills far less than keeping 2, and moving by 1, 2 or
-    4 turns bills within 6 % of each other."""
+    4 turns bills within 6 % of each other for a window; a summarizing session bills less
+    with 1 (fewer whole results pile up, so it summarizes less often)."""
     min_chars: int = 400
     """A result shorter than this many characters is kept: its placeholder would save
     little."""
@@ -84,9 +87,10 @@ def clear(
 ) -> dict[int, Message]:
     """What a view over ``window`` sends in place of its old messages, by the ``id()`` of
     the message replaced. ``first_turn``: the turn ``window``'s first message is in, when it
-    is not a user message (the user messages before it)."""
+    is not a user message (the user messages before it). Messages before the history's first
+    user message count with its first turn."""
     line = rules.line(first_turn + users_in(window))
-    if line <= first_turn:
+    if line == 0 or line < first_turn:  # nothing cleared yet, or all of it is newer
         return {}
     replaced: dict[int, Message] = {}
     names: dict[str, str] = {}

@@ -11,10 +11,11 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...messages import Message
+from ._clearing import users_in
 from ._select import Cost, cut_points, opens, select_start, within
 
 __all__ = [
@@ -89,11 +90,20 @@ class Summary:
     """The role of the last covered message (a cheap first check before hashing)."""
     anchor_size: int
     """The length of the last covered message's content (a cheap first check too)."""
+    turns: int | None = None
+    """How many turns (user messages) the covered messages hold: clearing old tool results
+    numbers turns from the start of the whole history. ``None`` in a record written before
+    it was kept; a read of the whole history counts it."""
 
     @classmethod
-    def covering(cls, text: str, covered: int, last: Message) -> Summary:
-        """The summary ``text`` of ``covered`` messages, the last of which is ``last``."""
-        return cls(text, covered, message_digest(last), last.role, len(last.content))
+    def covering(cls, text: str, covered: int, last: Message, turns: int | None = None) -> Summary:
+        """The summary ``text`` of ``covered`` messages, the last of which is ``last``, and
+        ``turns`` of which are user messages (``None``: not known)."""
+        return cls(text, covered, message_digest(last), last.role, len(last.content), turns)
+
+    def same_as(self, other: Summary | None) -> bool:
+        """Whether ``other`` is this summary, its turn count aside."""
+        return other is not None and replace(other, turns=self.turns) == self
 
     def ends_with(self, message: Message) -> bool:
         """Whether ``message`` is the last message this summary covers."""
@@ -112,6 +122,7 @@ class Summary:
             "anchor": self.anchor,
             "anchor_role": self.anchor_role,
             "anchor_size": self.anchor_size,
+            **({} if self.turns is None else {"turns": self.turns}),
         }
 
     @classmethod
@@ -119,7 +130,9 @@ class Summary:
         """The summary a stored record holds, or ``None`` when it is absent or unreadable.
 
         A readable record is still only a hint: :func:`place_summary` and
-        :func:`find_summary` check it against the history before it is used.
+        :func:`find_summary` check it against the history before it is used. A turn count
+        that cannot be right (not a whole number from 0 to ``covered``) is left out: a read
+        of the whole history counts it again.
         """
         if value is None:
             return None
@@ -136,7 +149,10 @@ class Summary:
                 and type(size) is int
                 and size >= 0
             ):
-                return cls(text, covered, anchor, role, size)
+                turns = value.get("turns")
+                if type(turns) is not int or not 0 <= turns <= covered:
+                    turns = None
+                return cls(text, covered, anchor, role, size, turns)
         logger.warning("ignoring an unreadable stored summary record: %.200r", value)
         return None
 
@@ -184,6 +200,7 @@ def place_summary(
 
     A stored summary is a hint, like a stored cut: one that no longer matches the history
     (cleared, replaced, undone) or whose end falls inside a tool exchange is treated as none.
+    The summary returned holds the turns the history holds up to its end, counted.
     """
     if summary is not None:
         covered = summary.covered
@@ -194,6 +211,9 @@ def place_summary(
                 "ignoring a stored summary that ends inside a tool exchange (message %d)", covered
             )
         else:
+            turns = users_in(history[:covered])
+            if summary.turns != turns:
+                summary = replace(summary, turns=turns)
             return summary, history[covered:], len(history)
     return None, history, len(history)
 

@@ -1,4 +1,9 @@
-"""``SummarizingSession``: older turns replaced by a stored summary, recent ones kept verbatim."""
+"""``SummarizingSession``: older turns replaced by a stored summary, recent ones kept verbatim.
+
+The read and the fold live here; what the tail after a summary sends (its old tool results
+cleared) and what a fold reads, in :mod:`._summary_view`; where the history and the summary's
+record are read and written, in :mod:`._summary_store`.
+"""
 
 from __future__ import annotations
 
@@ -15,23 +20,23 @@ from ...tokens import TokenCounter, counter_for_model
 from .. import _session_io as session_io
 from .._capabilities import ReadInfo, capabilities_of
 from ..base import AsyncSession, Session
-from ._checks import check_positive, check_session
+from ._checks import check_clearing, check_positive, check_session
+from ._clearing import ClearToolResults
 from ._policy import CountsTokens
-from ._select import select_start
 from ._shorten import Shortener
 from ._summarizer import Summarizer, summarize, summarize_in_place
 from ._summary import (
     DEFAULT_PROMPT,
-    SUMMARY_KEY,
     Summary,
-    chunk_ends,
     find_summary,
     fits,
     place_summary,
     recent_window,
     summary_view,
 )
-from ._summary_claim import Claims, Lease
+from ._summary_claim import Lease
+from ._summary_store import SummaryStore
+from ._summary_view import Tail, known_turns, plan_fold
 
 __all__ = ["SummarizingSession"]
 
@@ -56,6 +61,14 @@ class SummarizingSession(CountsTokens):
     the summary, then the kept messages, never splitting a tool exchange; one larger than what
     a summary leaves of the budget (``max_tokens - summary_tokens``) is sent shortened to fit.
 
+    With ``clear_tool_results`` (``True`` or a :class:`~aniki.sessions.ClearToolResults`), the
+    kept messages' old tool results are sent as placeholders and their old attachments by
+    name, in steps over turns counted from the start of the whole history (the summary keeps
+    how many it covers), as the windows do; the budget counts the placeholders, and a fold
+    reads them too. Over tool-heavy turns ``ClearToolResults(every=1)`` bills least: it lets
+    the fewest whole results pile up, so summaries come least often. The stored summary is
+    shared by every setting: it stands for the same messages whichever made it.
+
     The summary is stored beside the history (the store's ``get_meta`` / ``set_meta``, under
     ``"aniki.summary"``) with how many messages it covers and a fingerprint of the last of
     them, so it is reused after a restart and dropped if the history is cleared or replaced
@@ -75,7 +88,8 @@ class SummarizingSession(CountsTokens):
 
     Example::
 
-        session = SummarizingSession(SQLiteSession("chat-42"), None, 8_000, model="gpt-4o-mini")
+        session = SummarizingSession(SQLiteSession("chat-42"), None, 8_000, model="gpt-4o-mini",
+                                     clear_tool_results=True)
         await Runner().run(Agent("Assistant", model="gpt-4o-mini", session=session), message="Hi")
     """
 
@@ -97,6 +111,7 @@ class SummarizingSession(CountsTokens):
         prompt: str = DEFAULT_PROMPT,
         model: str | None = None,
         counter: TokenCounter | None = None,
+        clear_tool_results: ClearToolResults | bool | None = None,
     ) -> None:
         check_session(inner)
         self.max_tokens = check_positive("max_tokens", max_tokens)
@@ -115,17 +130,12 @@ class SummarizingSession(CountsTokens):
         terms, so that a prompt cache serves the request."""
         self.prompt = prompt
         """The summarizer's instructions."""
+        self._clearing = check_clearing(clear_tool_results)
         self._counter = counter if counter is not None else counter_for_model(model)
         self._fit = Shortener(max_tokens - self.summary_tokens, lambda: self._counter)
         self._inner = inner
-        can = capabilities_of(inner)
-        # A sync store's calls run in a worker thread, so they never block the event loop.
-        self._blocking, self._limited = can.blocking, can.limited
-        self._now = can.try_now  # a short call of a store that can tell, on the loop instead
-        self._meta = (can.get_meta, can.set_meta) if can.get_meta and can.set_meta else None
-        self._swap_meta = can.swap_meta if self._meta is not None else None
-        self._claims = Claims(self._load_record, self._swap) if self._swap_meta else None
-        self._summary: Summary | None = None  # the record, for stores without get_meta
+        self._store = SummaryStore(inner)
+        self._counted: Summary | None = None  # the last summary whose turns are known here
         self._total_hint: int | None = None
         self._previous_view: tuple[Message, ...] | None = None
         self._failed_at: int | None = None
@@ -150,7 +160,7 @@ class SummarizingSession(CountsTokens):
 
     async def add_message(self, message: MessageLike) -> None:
         """Append one message to the inner store."""
-        await self._io(lambda: self._inner.add_message(message))
+        await self._store.io(lambda: self._inner.add_message(message))
 
     async def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Append a batch: atomically when the inner store has ``add_messages``."""
@@ -163,28 +173,26 @@ class SummarizingSession(CountsTokens):
         undo = capabilities_of(self._inner).undo
         if undo is None:
             raise UserError(f"{type(self._inner).__name__} has no undo(); it cannot remove a turn")
-        removed: tuple[Message, ...] = tuple(await self._io(undo))
-        self._total_hint = self._failed_at = self._previous_view = None
+        removed: tuple[Message, ...] = tuple(await self._store.io(undo))
+        self._forget_reads()
         return removed
 
     async def clear(self) -> None:
         """Delete the inner store's history and the summary."""
-        await self._io(self._inner.clear)
-        self._summary = None
-        self._total_hint = self._failed_at = self._previous_view = None
-        if self._meta is not None:
-            set_meta = self._meta[1]
-            await self._io(lambda: set_meta(SUMMARY_KEY, None))
+        await self._store.io(self._inner.clear)
+        self._forget_reads()
+        await self._store.forget()
+
+    def _forget_reads(self) -> None:
+        self._total_hint = self._failed_at = self._previous_view = self._counted = None
 
     async def summary(self) -> Summary | None:
         """The stored summary, or ``None`` before the first one is made."""
-        if self._meta is None:
-            return self._summary
-        return Summary.from_record(await self._load_record())
+        return self._store.read(await self._store.load())
 
     async def get_messages(self) -> tuple[Message, ...]:
         """The summary (when there is one) followed by the most recent messages that fit."""
-        return await self._select(self._fetch, 0)
+        return await self._select(self._store.fetch, 0)
 
     def _add_then_get(self, messages: list[Message]) -> Any:
         # Append, then read, with the append fused into the first fetch when the inner store
@@ -194,12 +202,12 @@ class SummarizingSession(CountsTokens):
             return None
 
         async def append_then_fetch(limit: int | None) -> Sequence[Message]:
-            window = await self._io(
+            window = await self._store.io(
                 lambda: fused(messages, limit) if limit is not None else fused(messages)
             )
             if window is None:  # the store below cannot fuse: nothing was written
                 await self.add_messages(messages)
-                return await self._fetch(limit)
+                return await self._store.fetch(limit)
             fetched: Sequence[Message] = window
             return fetched
 
@@ -209,18 +217,17 @@ class SummarizingSession(CountsTokens):
         """:meth:`get_messages`, whose first fetch is ``first`` (which may append ``added``
         messages before it reads)."""
         async with self._lock():
-            started, cost = time.monotonic(), self._fit.synced().weigh
+            started, cost, store = time.monotonic(), self._fit.synced().weigh, self._store
             for _ in range(_ROUNDS):
-                record = await self._load_record()
-                loaded, tail, total = await self._read_tail(
-                    Summary.from_record(record) if self._meta else self._summary, first, added
-                )
-                first, added = self._fetch, 0  # the first fetch (maybe an append) is made
+                record = await store.load()
+                stored = known_turns(store.read(record), self._counted)
+                loaded, tail, total = await self._read_tail(stored, first, added)
+                first, added = store.fetch, 0  # the first fetch (maybe an append) is made
                 self._total_hint = total
                 summary = loaded
-                if fits(summary, tail, self.max_tokens, cost) or self._failed_at == total:
+                if fits(summary, tail.sent, self.max_tokens, cost) or self._failed_at == total:
                     break
-                lease = await self._claim(loaded, record, started)
+                lease = await store.claim(loaded, record, started)
                 if lease == "busy":  # another reader's summary takes long: go on without it
                     break
                 if isinstance(lease, str):  # another reader made or is making it: read again
@@ -228,10 +235,11 @@ class SummarizingSession(CountsTokens):
                 try:
                     summary, tail, settled = await self._fold(loaded, record, tail, total, lease)
                 finally:
-                    await self._release(lease)
+                    await store.release(lease)
                 if settled:
                     break
-            view, shortened = self._fit.sent(summary_view(summary, tail, self.max_tokens, cost))
+            sent = summary_view(summary, tail.sent, self.max_tokens, cost)
+            view, shortened = self._fit.sent(sent)
             previous, self._previous_view = self._previous_view, view
             kept = view[: len(previous)] == previous if previous is not None else True
             self._last_read = ReadInfo(
@@ -251,131 +259,65 @@ class SummarizingSession(CountsTokens):
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 
-    async def _load_record(self, key: str = SUMMARY_KEY) -> Any:
-        """The raw meta value under ``key`` (``None`` over a store without meta)."""
-        if self._meta is None:
-            return None
-        get_meta = self._meta[0]
-        return await self._io(lambda: get_meta(key))
-
-    async def _swap(self, key: str, expected: Any, value: Any) -> bool:
-        assert self._swap_meta is not None
-        swap = self._swap_meta
-        return bool(await self._io(lambda: swap(key, expected, value)))
-
-    async def _save(self, summary: Summary, base: Any) -> Summary | None:
-        """Store ``summary``, made over the stored record ``base``; ``None`` when done.
-
-        With a compare-and-swap, a summary replaces only the record it was made over, or one
-        covering fewer messages: a stored summary never regresses. When the stored one
-        covers as much, it is returned instead, and ``summary`` is dropped.
-        """
-        self._summary = summary
-        if self._meta is None:
-            return None
-        record = summary.to_record()
-        if self._swap_meta is None:
-            set_meta = self._meta[1]
-            await self._io(lambda: set_meta(SUMMARY_KEY, record))
-            return None
-        for _ in range(_ROUNDS):
-            if await self._swap(SUMMARY_KEY, base, record):
-                return None
-            base = await self._load_record()
-            stored = Summary.from_record(base)
-            if stored is not None and stored.covered >= summary.covered:
-                return stored
-        return Summary.from_record(base) or summary  # not stored: the read starts again
-
-    async def _claim(self, loaded: Summary | None, record: Any, started: float) -> Lease | str:
-        """The right to summarize now, or why not (see :meth:`Claims.claim`).
-
-        Over a store without ``_swap_meta`` every reader summarizes (an empty lease).
-        """
-        if self._claims is None:
-            return Lease(None)
-        return await self._claims.claim(loaded.covered if loaded else 0, record, started)
-
-    async def _release(self, lease: Lease) -> None:
-        if self._claims is not None:
-            await self._claims.release(lease)
-
-    async def _fetch(self, limit: int | None) -> Sequence[Message]:
-        inner: Any = self._inner
-        if limit is not None and self._limited:
-            messages: Sequence[Message] = await self._io(lambda: inner.get_messages(limit=limit))
-        else:
-            messages = await self._io(inner.get_messages)
-        return messages
-
-    async def _io(self, work: Callable[[], Any]) -> Any:
-        """``work()``, a call to the inner store: in a worker thread for a sync store that
-        does I/O, awaited on the loop for an async one."""
-        return await session_io.call(self._blocking, work, self._now)
-
     async def _read_tail(
         self, summary: Summary | None, first: Fetch, added: int
-    ) -> tuple[Summary | None, Sequence[Message], int]:
+    ) -> tuple[Summary | None, Tail, int]:
         """The summary if it still applies (its end is in the history and starts a valid
         view: a stored summary is only a hint), the messages after it, and the history's length.
 
         When the last read's length is known, only the recent window is fetched and the
-        summary's last message is looked for in it; anything unclear falls back to a full read.
-        ``first`` makes the first fetch, exactly once (it may append ``added`` messages).
+        summary's last message is looked for in it; anything unclear falls back to a full read,
+        and so does a summary whose turns a clearing view needs and nobody counted yet (a
+        record written before they were kept). ``first`` makes the first fetch, exactly once
+        (it may append ``added`` messages).
         """
-        hint = self._total_hint
-        if summary is not None and self._limited and hint is not None:
+        hint, fetch = self._total_hint, self._store.fetch
+        counted = summary is None or summary.turns is not None or self._clearing is None
+        if summary is not None and self._store.limited and hint is not None and counted:
             wanted = recent_window(summary, hint + added)
             if wanted is not None:
                 window = await first(wanted)
                 if len(window) < wanted:  # the whole history
-                    return place_summary(summary, window)
+                    return self._tail(*place_summary(summary, window))
                 after = find_summary(summary, window, hint)
                 if after is not None:
-                    return summary, *after
-                return place_summary(summary, await self._fetch(None))
-        return place_summary(summary, await first(None))
+                    return self._tail(summary, *after)
+                return self._tail(*place_summary(summary, await fetch(None)))
+        return self._tail(*place_summary(summary, await first(None)))
+
+    def _tail(
+        self, summary: Summary | None, after: Sequence[Message], total: int
+    ) -> tuple[Summary | None, Tail, int]:
+        """What :meth:`_read_tail` found, the messages after the summary made a :class:`Tail`;
+        a summary whose turns are known is remembered with them."""
+        if summary is not None and summary.turns is not None:
+            self._counted = summary
+        turns = 0 if summary is None else summary.turns
+        return summary, Tail.of(after, turns, self._clearing), total
 
     async def _fold(
-        self,
-        summary: Summary | None,
-        base: Any,
-        tail: Sequence[Message],
-        total: int,
-        lease: Lease,
-    ) -> tuple[Summary | None, Sequence[Message], bool]:
+        self, summary: Summary | None, base: Any, tail: Tail, total: int, lease: Lease
+    ) -> tuple[Summary | None, Tail, bool]:
         """Fold the messages before the recent ``keep_recent`` tokens into the summary.
 
         Returns the summary, the messages after it (on failure, as far as it got), and
         whether they are settled: ``False`` when another reader's summary took its place,
         to be read again.
         """
-        cost, sent = self._fit.weigh, self._fit.sent(tail)[0]  # as a view sends it
-        keep_from = select_start(tail, self.keep_recent, cost)
-        evicted = tail[:keep_from]
-        covered = summary.covered if summary else 0
-        done = 0
-        ends = chunk_ends(evicted, cost, self.max_tokens)
+        cost = self._fit.weigh
+        sent = self._fit.sent(tail.sent)[0]  # as a view sends it: cleared, then shortened
+        plan = plan_fold(tail, cost, self.keep_recent, self.max_tokens)
+        covered, done = summary.covered if summary else 0, 0
         # Without a summarizer, one fold is asked of the run's model in the conversation's
         # own terms (a prompt cache serves it); a long history, chunk by chunk, as transcripts.
-        in_place, kept = self.summarizer is None and len(ends) == 1, len(tail) - len(evicted)
-        share, counter = self.summary_tokens, self._counter
-        for end in ends:
+        in_place = self.summarizer is None and len(plan.ends) == 1
+        for end in plan.ends:
             previous = summary.text if summary else None
             try:
                 if in_place:
-                    text = await summarize_in_place(
-                        self.prompt, previous, sent, kept, share=share, counter=counter
-                    )
+                    text = await self._summarize(previous, sent, len(sent) - end)
                 else:
-                    text = await summarize(
-                        self.summarizer,
-                        self.prompt,
-                        previous,
-                        sent[done:end],
-                        share=share,
-                        counter=counter,
-                    )
+                    text = await self._summarize(previous, sent[done:end], None)
             except Exception as exc:  # any failure: the run goes on without a new summary
                 self._failed_at = total
                 logger.warning(
@@ -387,14 +329,31 @@ class SummarizingSession(CountsTokens):
                 )
                 break
             done = end
-            summary = Summary.covering(text, covered + done, evicted[done - 1])
-            if await self._save(summary, base) is not None:
-                return summary, tail[done:], False
+            folded = tail.after(done)
+            summary = Summary.covering(text, covered + done, tail.stored[done - 1], folded.turns)
+            if await self._store.save(summary, base) is not None:
+                return summary, folded, False
             base = summary.to_record()
-            claims = self._claims  # renewed on progress only: a hung summarizer lets it lapse
-            if claims and done < len(evicted) and not await claims.renew(lease):
+            # Renewed on progress only: a hung summarizer lets the claim lapse.
+            if done < plan.evicted and not await self._store.renew(lease):
                 break  # another reader took over: it goes on from this summary
-        return summary, tail[done:], True
+        return summary, tail.after(done), True
+
+    async def _summarize(
+        self, previous: str | None, messages: Sequence[Message], kept: int | None
+    ) -> str:
+        """The summary of ``previous`` and ``messages``: as a transcript (``kept`` is
+        ``None``), or by the run's model in place, of all but the last ``kept`` messages."""
+        share, counter = self.summary_tokens, self._counter
+        if kept is not None:
+            return await summarize_in_place(
+                self.prompt, previous, messages, kept, share=share, counter=counter
+            )
+        return await summarize(
+            self.summarizer, self.prompt, previous, messages, share=share, counter=counter
+        )
 
     def __repr__(self) -> str:
-        return f"SummarizingSession({self._inner!r}, max_tokens={self.max_tokens})"
+        clearing = self._clearing
+        option = "" if clearing is None else f", clear_tool_results={clearing!r}"
+        return f"SummarizingSession({self._inner!r}, max_tokens={self.max_tokens}{option})"

@@ -21,20 +21,15 @@ Run: ``python bench/bench_controls.py --baseline REV`` (``--quick``, ``--smoke``
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
-import sys
-import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from _ways import compared, measure, options, table
+
 WAYS = (
     "none configured",
     "before controls",
@@ -43,7 +38,6 @@ WAYS = (
     "sync guardrails",
     "all",
 )
-ROUNDS = 5
 TURN = ["user", "assistant", "tool", "tool", "assistant"]
 
 
@@ -118,79 +112,24 @@ def _worker(way: str, runs: int) -> None:
     print(json.dumps({"ms": median_ms, "aniki": aniki.__file__}))
 
 
-def _baseline_tree(rev: str, into: Path) -> Path:
-    """The ``src`` directory of commit ``rev``."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    tar_path = into / "baseline.tar"
-    tar_path.write_bytes(archive)
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # 3.10.12 and later
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(into, **safe)  # type: ignore[arg-type]
-    tar_path.unlink()
-    return into / "src"
-
-
 def _measure(way: str, runs: int, src: Path) -> float:
-    env = dict(os.environ, PYTHONPATH=str(src))
     worker_way = "none configured" if way == "before controls" else way
-    done = subprocess.run(
-        [sys.executable, __file__, "--worker", worker_way, "--runs", str(runs)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{way} failed:\n{done.stderr[-3000:]}")
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
-    if not Path(figures["aniki"]).resolve().is_relative_to(src.resolve()):
-        raise SystemExit(f"{way} imported aniki from {figures['aniki']}, not from {src}")
-    ms: float = figures["ms"]
-    return ms
+    return measure(__file__, worker_way, runs, src, label=way)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--baseline", metavar="REV", help="a commit from before the controls")
-    parser.add_argument("--quick", action="store_true", help="300 runs per way and round")
-    parser.add_argument("--smoke", action="store_true", help="20 runs per way, 2 rounds")
-    parser.add_argument("--worker", choices=WAYS, help=argparse.SUPPRESS)
-    parser.add_argument("--runs", type=int, default=0, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = options(__doc__, WAYS, "a commit from before the controls")
     if args.worker:
         _worker(args.worker, args.runs)
         return
-    runs = 20 if args.smoke else 300 if args.quick else 2000
-    with tempfile.TemporaryDirectory() as scratch:
-        trees = dict.fromkeys(WAYS, ROOT / "src")
-        if args.baseline:
-            trees["before controls"] = _baseline_tree(args.baseline, Path(scratch))
-        else:
-            del trees["before controls"]
-        figures: dict[str, list[float]] = {way: [] for way in trees}
-        order = list(trees.items())
-        rounds = 2 if args.smoke else ROUNDS
-        for _ in range(rounds):  # interleaved, so that a busy spell hits every way
-            for way, src in order:
-                figures[way].append(_measure(way, runs, src))
-            order.reverse()
-    best = {way: min(values) for way, values in figures.items()}
-    median = {way: statistics.median(values) for way, values in figures.items()}
+    figures, runs, rounds = compared(args, WAYS, "before controls", _measure)
     print(
         f"One run (2 model calls, 2 concurrent tool calls): ms, a round's median of {runs} "
         f"runs, best and median of {rounds} rounds"
     )
     if args.baseline:
         print(f"before controls: the tree of {args.baseline}")
-    print("| way | best round | / none configured | median round |\n|---|---|---|---|")
-    for way in figures:
-        ratio = best[way] / best["none configured"]
-        print(f"| {way} | {best[way]:.3f} | {ratio:.3f}x | {median[way]:.3f} |")
+    print(table(figures, "none configured"))
 
 
 if __name__ == "__main__":

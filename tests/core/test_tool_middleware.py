@@ -62,6 +62,14 @@ def _fresh() -> None:
     ran.clear()
 
 
+def doubling(*middleware: Any, n: int = 1, **options: Any) -> Agent:
+    """An agent whose model asks to double ``n`` once, with ``middleware`` around the call."""
+    provider = calling(call("double", n=n))
+    return Agent(
+        "A", model="m", provider=provider, tools=[double], tool_middleware=middleware, **options
+    )
+
+
 def tool_results(session: Any) -> dict[str, str]:
     return {m.tool_call_id: m.content for m in session.get_messages() if m.role == "tool"}
 
@@ -149,13 +157,7 @@ async def test_a_middleware_that_raises_ends_the_run_and_the_turn_is_not_stored(
         raise RuntimeError("audit log unreachable")
 
     session = SQLiteSession("boom", tmp_path / "b.db")
-    agent = Agent(
-        "A",
-        model="m",
-        provider=calling(call("double", n=1)),
-        tools=[double],
-        tool_middleware=[broken],
-    )
+    agent = doubling(broken)
     with pytest.raises(RuntimeError, match="audit log unreachable"):
         await drive(mode, Runner(), agent, message="go", session=session)
     assert [m.role for m in session.get_messages()] == ["user"]
@@ -175,13 +177,7 @@ async def test_a_middleware_returning_something_else_is_a_user_error(
     async def odd(ctx: Context, called: ToolCall, call_next: Next) -> Any:
         return returned
 
-    agent = Agent(
-        "A",
-        model="m",
-        provider=calling(call("double", n=1)),
-        tools=[double],
-        tool_middleware=[odd],
-    )
+    agent = doubling(odd)
     with pytest.raises(UserError, match=error):
         await Runner().run(agent, message="go")
 
@@ -191,13 +187,7 @@ async def test_a_middleware_may_not_change_the_calls_id_or_tool(change: dict[str
     async def forging(ctx: Context, called: ToolCall, call_next: Next) -> Message:
         return await call_next(dataclasses.replace(called, **change))
 
-    agent = Agent(
-        "A",
-        model="m",
-        provider=calling(call("double", n=1)),
-        tools=[double],
-        tool_middleware=[forging],
-    )
+    agent = doubling(forging)
     with pytest.raises(UserError, match="not its id or tool"):
         await Runner().run(agent, message="go")
     assert ran == []
@@ -208,13 +198,7 @@ async def test_a_stream_sends_the_models_call_and_the_answer_the_middleware_gave
         answer = await call_next(called)
         return f"<{answer.content}>"
 
-    agent = Agent(
-        "A",
-        model="m",
-        provider=calling(call("double", n=3)),
-        tools=[double],
-        tool_middleware=[rewrite],
-    )
+    agent = doubling(rewrite, n=3)
     events = [event async for event in Runner().stream(agent, message="go")]
     started = [e for e in events if isinstance(e, ToolCallStarted)]
     completed = [e for e in events if isinstance(e, ToolCallCompleted)]
@@ -230,14 +214,7 @@ async def test_the_output_cap_applies_to_what_the_middleware_returns() -> None:
         seen.append(len(answer.content))
         return answer.content * 500
 
-    agent = Agent(
-        "A",
-        model="m",
-        provider=calling(call("double", n=11111)),
-        tools=[double],
-        tool_middleware=[padding],
-        max_tool_output=1000,
-    )
+    agent = doubling(padding, n=11111, max_tool_output=1000)
     await Runner().run(agent, message="go")
     stored = tool_results(agent.session)["call_1"]
     assert seen == [5]  # the middleware saw the tool's whole result

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, cast
 from unittest import mock
 
 from aniki import Agent, Context, Message, Runner, ToolCall, tool
-from aniki.pricing import prices_for
+from aniki.pricing import CacheRules, Prices, prices_for
 from aniki.providers.base import ModelRequest, ModelResponse
 from aniki.sessions import (
     InMemorySession,
@@ -43,7 +43,21 @@ from aniki.testing import MockProvider
 from aniki.tokens import counter_for_model
 
 MODEL, BUDGET, WINDOW, TTL, CALL_SECONDS, SEED = "gpt-4o-mini", 16_000, 40, 300.0, 2.0, 2026
-PRICES = {"OpenAI": prices_for(MODEL), "Anthropic": prices_for("claude-sonnet-4-5")}
+FLAT = Prices(
+    "flat",
+    input=1.0,
+    output=1.0,
+    cache_read=0.1,
+    cache_write=1.0,
+    minimum=0,
+    rules=CacheRules(read=0.1),
+)
+"""Workload 7's single rule: a cached token at a tenth, no minimum, steps or write premium."""
+PRICES = {
+    "OpenAI": prices_for(MODEL),
+    "Anthropic": prices_for("claude-sonnet-4-5"),
+    "0.1x rule": FLAT,
+}
 COUNTER: Any = counter_for_model(MODEL)  # TiktokenCounter (count_text) with the extra
 START = datetime.fromisoformat("2026-01-05T09:00:00+00:00")
 TOOL_HEAVY, PAUSES = "tool-heavy", "pauses"

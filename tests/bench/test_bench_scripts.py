@@ -161,7 +161,7 @@ def test_tool_bills_prices_every_side_above_the_floor() -> None:
         rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table]
         header, floor, sides = rows[0], rows[1], rows[2:]
         billed = [i for i, name in enumerate(header) if name.endswith("billed (input tokens)")]
-        assert len(billed) == 2 and floor[0].startswith("floor"), rows
+        assert len(billed) == 3 and floor[0].startswith("floor"), rows  # three price rules
         labels = {row[0] for row in sides}
         assert {"no policy", "TokenBudgetSession(16,000)", "WindowedSession(40)"} <= labels, rows
         assert any(label.startswith("openai-agents") for label in labels) == PEERS, rows

@@ -71,7 +71,22 @@ __all__ = [
 
 
 class AnikiError(Exception):
-    """Root of every error aniki raises."""
+    """Root of every error aniki raises.
+
+    Every one pickles with its fields (a worker process, a task queue or a durable executor
+    can hand it back), whatever its constructor takes: it is rebuilt from its message and
+    attributes, not by calling ``__init__`` again."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuilt(cls: type[AnikiError], args: tuple[Any, ...], state: dict[str, Any]) -> AnikiError:
+    """An error of ``cls`` with ``args`` and the attributes ``state`` (see ``__reduce__``)."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class UserError(AnikiError):

@@ -51,7 +51,8 @@ Middleware: TypeAlias = Callable[..., Awaitable[Any]]
 ToolMiddleware: TypeAlias = Callable[..., Awaitable[Any]]
 """``async (ctx, call, call_next) -> Message | str``, wrapped around every tool call: it may
 change the call's arguments, what the tool returned, or refuse (return a string for the
-model without calling ``call_next``, or raise ``ToolError``). See :doc:`tools`."""
+model without calling ``call_next``, or raise ``ToolError``). See the "Tool middleware" section
+of the tools page."""
 
 
 class MCPServer(Protocol):

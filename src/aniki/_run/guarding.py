@@ -24,6 +24,7 @@ from ..events import StreamRestarted, TextDelta
 from ..guardrails import Guardrail, GuardrailStage
 from ..messages import Message
 from ..usage import Usage
+from . import observe
 from .plan import Outcome, RunPlan
 
 __all__ = ["apart", "checked_reply", "first_turn"]
@@ -107,7 +108,11 @@ async def _all_pass(
     :class:`_Tripped`, for :func:`checked_reply` to settle)."""
 
     async def one(guard: Guardrail) -> None:
-        reason = await _verdict(plan, guard, checked)
+        if observe.OBSERVER is None:
+            reason = await _verdict(plan, guard, checked)
+        else:
+            decide = functools.partial(_verdict, plan, guard, checked)
+            reason = await observe.OBSERVER.guardrail(plan, guard.name, stage, decide)
         if reason is None:
             return
         if stage == "input":

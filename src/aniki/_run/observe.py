@@ -1,5 +1,5 @@
 """Where an observer (such as :mod:`aniki.tracing`) sees a run: the whole run, each model
-call and each tool call.
+call, each tool call and each guardrail's check.
 
 The run code checks :data:`OBSERVER` at each of those points and goes on as before when it
 is ``None``, the default: a process that never turns tracing on pays one module attribute
@@ -80,6 +80,13 @@ class Observer(Protocol):
     def first_chunk(self) -> None:
         """The streamed model call under way (the ``model_call`` this runs inside) received
         its first text or reasoning; a stream retried after a break begins again."""
+        ...
+
+    def guardrail(
+        self, plan: RunPlan, name: str, stage: str, decide: Callable[[], Awaitable[str | None]]
+    ) -> Awaitable[str | None]:
+        """Await ``decide()``: one guardrail's check (``stage``: ``"input"`` or
+        ``"output"``), which gives the reason it tripped, or ``None``."""
         ...
 
 

@@ -84,3 +84,10 @@ CONTEXT_TOKENS_TOOLS = "aniki.context.tokens.tools"
 CONTEXT_TOKENS_SUMMARY = "aniki.context.tokens.summary"
 CONTEXT_TOKENS_HISTORY = "aniki.context.tokens.history"
 CONTEXT_PREFIX_KEPT = "aniki.context.prefix_kept"
+
+# A guardrail's check (aniki.Guardrail): a span of its own under the run's.
+GUARDRAIL_NAME = "aniki.guardrail.name"
+GUARDRAIL_STAGE = "aniki.guardrail.stage"
+GUARDRAIL_TRIPPED = "aniki.guardrail.tripped"
+GUARDRAIL_REASON = "aniki.guardrail.reason"
+"""Only with ``include_content=True``: a reason may quote what it checked."""

@@ -18,16 +18,22 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from opentelemetry.util.types import AttributeValue
 
 from .. import __version__
 from ..providers.base import ModelResponse
 from ..tools import Tool
 from . import _names as n
+from ._attributes import (
+    Attributes,
+    provider_name,
+    report_attributes,
+    server,
+    session_id,
+    usage_attributes,
+)
 from ._content import messages_json, reply_json
 from ._failures import record_failure
 
@@ -37,13 +43,9 @@ if TYPE_CHECKING:
     from ..context import Context
     from ..messages import Message, ToolCall
     from ..providers.base import ModelRequest
-    from ..reports import ContextReport
     from ..result import RunResult
-    from ..usage import Usage
 
 __all__ = ["GenAIObserver"]
-
-Attributes = dict[str, AttributeValue]
 
 _SETTINGS = (
     ("temperature", n.REQUEST_TEMPERATURE),
@@ -107,7 +109,7 @@ class GenAIObserver:
         finally:
             _CHAT.reset(under_way)
         if isinstance(response, ModelResponse):  # else the loop raises ProviderError
-            reports = _provider_name(plan.provider) in _CACHE_WRITE_REPORTERS
+            reports = provider_name(plan.provider) in _CACHE_WRITE_REPORTERS
             span.set_attributes(self._response_attributes(response, cache_writes=reports))
         span.end()
         return response
@@ -119,6 +121,23 @@ class GenAIObserver:
         if under_way is not None:
             span, began = under_way
             span.set_attribute(n.RESPONSE_TIME_TO_FIRST_CHUNK, time.monotonic() - began)
+
+    async def guardrail(
+        self, plan: RunPlan, name: str, stage: str, decide: Callable[[], Awaitable[str | None]]
+    ) -> str | None:
+        attributes: Attributes = {n.GUARDRAIL_NAME: name, n.GUARDRAIL_STAGE: stage}
+        span = self.tracer.start_span(
+            f"guardrail {name}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        with _ends_on_failure(span, with_message=self.include_content):
+            reason = await decide()
+        span.set_attribute(n.GUARDRAIL_TRIPPED, reason is not None)
+        if reason is not None:
+            span.set_status(Status(StatusCode.ERROR, f"the {stage} guardrail tripped"))
+            if self.include_content:
+                span.set_attribute(n.GUARDRAIL_REASON, reason)
+        span.end()
+        return reason
 
     async def tool_call(self, tool: Tool, call: ToolCall, context: Context) -> Message:
         attributes: Attributes = {
@@ -156,25 +175,25 @@ class GenAIObserver:
     ) -> Attributes:
         attributes: Attributes = {
             n.OPERATION_NAME: "chat",
-            n.PROVIDER_NAME: _provider_name(plan.provider),
+            n.PROVIDER_NAME: provider_name(plan.provider),
             n.REQUEST_MODEL: request.model,
             n.AGENT_NAME: plan.agent.name,
             n.REQUEST_STREAM: plan.streaming,
             n.OUTPUT_TYPE: "text" if request.output_schema is None else "json",
         }
-        session_id = _session_id(plan.session)
-        if session_id is not None:
-            attributes[n.CONVERSATION_ID] = session_id
+        conversation = session_id(plan.session)
+        if conversation is not None:
+            attributes[n.CONVERSATION_ID] = conversation
         settings: Mapping[str, Any] = request.settings
         for key, name in _SETTINGS:
             value = settings.get(key)
             if value is not None:
                 attributes[name] = list(value) if key == "stop" else value
-        attributes.update(_server(plan.provider))
+        attributes.update(server(plan.provider))
         reports = outcome.reports.reports if outcome.reports is not None else []
         if reports:
             pending = len(outcome.pending) + len(outcome.corrections)
-            attributes.update(_report_attributes(reports[-1], pending))
+            attributes.update(report_attributes(reports[-1], pending))
         if self.include_content:
             attributes[n.INPUT_MESSAGES] = messages_json(request.messages)
         return attributes
@@ -188,7 +207,7 @@ class GenAIObserver:
         if response.id:
             attributes[n.RESPONSE_ID] = response.id
         if response.usage is not None:
-            attributes.update(_usage_attributes(response.usage, cache_writes=cache_writes))
+            attributes.update(usage_attributes(response.usage, cache_writes=cache_writes))
         else:
             attributes[n.UNREPORTED_REQUESTS] = 1
         if self.include_content:
@@ -204,7 +223,7 @@ class _RunSpan:
         agent = plan.agent
         self._agent = agent.name
         self._include_content = observer.include_content
-        provider = _provider_name(plan.provider if plan.provider is not None else agent.provider)
+        provider = provider_name(plan.provider if plan.provider is not None else agent.provider)
         self._cache_writes = provider in _CACHE_WRITE_REPORTERS
         attributes: Attributes = {
             n.OPERATION_NAME: "invoke_agent",
@@ -213,9 +232,9 @@ class _RunSpan:
             n.PROVIDER_NAME: provider,
             n.RUN_ID: plan.context.run_id,
         }
-        session_id = _session_id(plan.session)
-        if session_id is not None:
-            attributes[n.CONVERSATION_ID] = session_id
+        conversation = session_id(plan.session)
+        if conversation is not None:
+            attributes[n.CONVERSATION_ID] = conversation
         if self._include_content and agent.description:  # from the instructions, by default
             attributes[n.AGENT_DESCRIPTION] = agent.description
         self.span = observer.tracer.start_span(
@@ -231,7 +250,7 @@ class _RunSpan:
             return
         self._open = False
         span = self.span
-        span.set_attributes(_usage_attributes(result.usage, cache_writes=self._cache_writes))
+        span.set_attributes(usage_attributes(result.usage, cache_writes=self._cache_writes))
         span.set_attribute(n.REQUESTS, result.usage.requests)
         if result.usage.unreported_requests:
             span.set_attribute(n.UNREPORTED_REQUESTS, result.usage.unreported_requests)
@@ -313,81 +332,3 @@ async def _awaited(value: Awaitable[Any], raised: list[BaseException]) -> Any:
     except Exception as exc:
         raised.append(exc)
         raise
-
-
-def _usage_attributes(usage: Usage, *, cache_writes: bool) -> Attributes:
-    """``usage`` as attributes; ``cache_writes``: the provider counts cache writes, so a zero
-    is a figure (see :data:`_CACHE_WRITE_REPORTERS`)."""
-    attributes: Attributes = {
-        n.USAGE_INPUT_TOKENS: usage.input_tokens,
-        n.USAGE_OUTPUT_TOKENS: usage.output_tokens,
-        n.USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read_tokens,
-    }
-    if cache_writes or usage.cache_write_tokens:
-        attributes[n.USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write_tokens
-    return attributes
-
-
-def _report_attributes(report: ContextReport, pending: int) -> Attributes:
-    """A model call's :class:`~aniki.ContextReport`; ``pending`` of the messages sent were not
-    stored yet (a stream's, and a correction after a reply that missed the output schema)."""
-    tokens = report.tokens
-    attributes: Attributes = {
-        n.CONTEXT_SENT_MESSAGES: report.sent_messages,
-        n.CONTEXT_SUMMARIZED_MESSAGES: report.summarized_messages,
-        n.CONTEXT_TOKENS: tokens.total,
-        n.CONTEXT_TOKENS_INSTRUCTIONS: tokens.instructions,
-        n.CONTEXT_TOKENS_TOOLS: tokens.tools,
-        n.CONTEXT_TOKENS_SUMMARY: tokens.summary,
-        n.CONTEXT_TOKENS_HISTORY: tokens.history,
-    }
-    if report.stored_messages is not None:
-        stored = report.stored_messages
-        attributes[n.CONTEXT_STORED_MESSAGES] = stored
-        sent_from_store = report.sent_messages - pending
-        attributes[n.CONTEXT_OMITTED_MESSAGES] = max(
-            stored - sent_from_store - report.summarized_messages, 0
-        )
-    if report.prefix_kept is not None:
-        attributes[n.CONTEXT_PREFIX_KEPT] = report.prefix_kept
-    if report.shortened_messages:
-        attributes[n.CONTEXT_SHORTENED_MESSAGES] = report.shortened_messages
-    return attributes
-
-
-def _provider_name(provider: object) -> str:
-    """``gen_ai.provider.name``: the provider's ``name`` (``"openai"``, ``"anthropic"``), the
-    registry name it is built from, or its class's name (``MockProvider``: ``"mock"``)."""
-    if isinstance(provider, str):
-        return provider
-    name = getattr(provider, "name", None)
-    if isinstance(name, str) and name:
-        return name
-    kind = type(provider).__name__
-    return kind.removesuffix("Provider").lower() or kind.lower()
-
-
-def _session_id(session: Any) -> str | None:
-    try:
-        value = session.id
-    except Exception:  # a custom session's id may be anything; tracing must not fail a run
-        return None
-    return None if value is None else str(value)
-
-
-def _server(provider: object) -> Attributes:
-    """``server.address`` and ``server.port`` of a provider that has a ``base_url``."""
-    url = getattr(provider, "base_url", None)
-    if not isinstance(url, str):
-        return {}
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return {}
-    attributes: Attributes = {}
-    if parts.hostname:
-        attributes[n.SERVER_ADDRESS] = parts.hostname
-    if port is not None:
-        attributes[n.SERVER_PORT] = port
-    return attributes

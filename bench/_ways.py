@@ -115,3 +115,11 @@ def table(figures: Mapping[str, list[float]], base: str) -> str:
             f"| {way} | {best[way]:.3f} | {ratio:.3f}x | {statistics.median(values):.3f} |"
         )
     return "\n".join(lines)
+
+
+def heading(what: str, runs: int, rounds: int, baseline_way: str, baseline: str | None) -> str:
+    """The lines above :func:`table`: what one run is, and which tree ``baseline_way`` ran."""
+    lines = [f"{what}: ms, a round's median of {runs} runs, best and median of {rounds} rounds"]
+    if baseline:
+        lines.append(f"{baseline_way}: the tree of {baseline}")
+    return "\n".join(lines)

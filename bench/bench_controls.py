@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _ways import compared, measure, options, table
+from _ways import compared, heading, measure, options, table
 
 WAYS = (
     "none configured",
@@ -123,12 +123,8 @@ def main() -> None:
         _worker(args.worker, args.runs)
         return
     figures, runs, rounds = compared(args, WAYS, "before controls", _measure)
-    print(
-        f"One run (2 model calls, 2 concurrent tool calls): ms, a round's median of {runs} "
-        f"runs, best and median of {rounds} rounds"
-    )
-    if args.baseline:
-        print(f"before controls: the tree of {args.baseline}")
+    what = "One run (2 model calls, 2 concurrent tool calls)"
+    print(heading(what, runs, rounds, "before controls", args.baseline))
     print(table(figures, "none configured"))
 
 

@@ -30,7 +30,7 @@ import time
 import timeit
 from pathlib import Path
 
-from _ways import compared, measure, options, table
+from _ways import compared, heading, measure, options, table
 
 WAYS = ("tracing off", "hooks absent", "tracing on", "tracing on, with content")
 CHECKS_PER_RUN = 5
@@ -122,12 +122,8 @@ def main() -> None:
         _worker(args.worker, args.runs)
         return
     figures, runs, rounds = compared(args, WAYS, "hooks absent", _measure)
-    print(
-        f"One run (2 model calls, 2 concurrent tool calls): ms, a round's median of {runs} "
-        f"runs, best and median of {rounds} rounds"
-    )
-    if args.baseline:
-        print(f"hooks absent: the tree of {args.baseline}")
+    what = "One run (2 model calls, 2 concurrent tool calls)"
+    print(heading(what, runs, rounds, "hooks absent", args.baseline))
     print(table(figures, "tracing off"))
     best = min(figures["tracing off"])
     check = _check_ns()

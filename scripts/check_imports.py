@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "aniki.errors", "aniki._checks", "aniki._secrets", "aniki._threads", "aniki._aio",
             "aniki._docstrings", "aniki._jsonschema", "aniki.usage", "aniki.reports",
             "aniki._report_record", "aniki.parts", "aniki._stamps", "aniki.messages",
-            "aniki.context", "aniki.memory", "aniki.pricing",
+            "aniki.context", "aniki.memory", "aniki.pricing", "aniki._tool_call",
         ),
     ),
     (

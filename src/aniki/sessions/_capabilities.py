@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from ..messages import Message
+from ._reads import Page, ReadInfo
 
 if TYPE_CHECKING:
     from ..tokens import TokenCounter
@@ -42,9 +43,7 @@ __all__ = [
     "Counts",
     "Forks",
     "Meta",
-    "Page",
     "Pages",
-    "ReadInfo",
     "ReadsLimited",
     "ReadsReported",
     "Replaces",
@@ -56,41 +55,6 @@ __all__ = [
     "capabilities_of",
     "reads_of",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ReadInfo:
-    """What a session's last read saw, for the run's context reports."""
-
-    stored: int | None
-    """How many messages the store held at that read (``None``: unknown)."""
-    summarized: int = 0
-    """How many of the oldest stored messages a summary stands for."""
-    prefix_kept: bool = True
-    """Whether the view starts where the previous read's did (the cut did not move)."""
-    summary: bool = False
-    """Whether the view starts with a summary (a system message no store holds)."""
-    shortened: int = 0
-    """How many messages of the view were sent shortened (each alone over the budget)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A slice of a session's history, read in one consistent snapshot.
-
-    Example::
-
-        page = read_page(session, -50, 50)  # the last 50 messages
-        page.total, page.start, len(page.messages)  # (100000, 99950, 50)
-    """
-
-    total: int
-    """How many messages the session held at the time of the read."""
-    start: int
-    """The index of ``messages[0]`` in the whole history (from 0); for an empty page, where
-    it would have started (``total`` when the page asked for lies past the end)."""
-    messages: tuple[Message, ...]
-    """The messages, oldest first."""
 
 
 # --- the capabilities ------------------------------------------------------------------

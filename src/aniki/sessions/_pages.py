@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._blobs import AttachmentRef, Described, described_message
-from ._capabilities import Page, capabilities_of
+from ._capabilities import capabilities_of
+from ._reads import Page
 
 __all__ = [
     "REACH",

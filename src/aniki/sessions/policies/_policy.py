@@ -23,9 +23,10 @@ from typing import Any, ClassVar, Generic, TypeVar, cast, overload
 from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
 from ...tokens import TokenCounter
-from .._capabilities import ReadInfo, add_all, capabilities_of
+from .._capabilities import add_all, capabilities_of
 from .._driver import drive_either
 from .._now import NOT_NOW
+from .._reads import ReadInfo
 from ..base import AsyncSession, Session
 from ._checks import check_session
 from ._clearing import ClearToolResults

@@ -18,7 +18,8 @@ from ...errors import UserError
 from ...messages import Message, MessageLike, to_message
 from ...tokens import TokenCounter, counter_for_model
 from .. import _session_io as session_io
-from .._capabilities import ReadInfo, capabilities_of
+from .._capabilities import capabilities_of
+from .._reads import ReadInfo
 from ..base import AsyncSession, Session
 from ._checks import check_clearing, check_positive, check_session
 from ._clearing import ClearToolResults

@@ -38,6 +38,9 @@ class _OneClient(ServerShared):
     """Every session on one client, of ``max_connections`` connections at most."""
 
     async def close_async(self) -> None:
+        from ._batch import close_batcher
+
+        await close_batcher(self.resource)  # aniki's own connection beside the client's pool
         await self.resource.aclose()  # redis.asyncio's close() is deprecated
 
 

@@ -19,7 +19,7 @@ from .._edits import fork_target
 from .._flow_store import AsyncFlowSession
 from . import _edits as edits
 from ._base import AsyncClient, RedisBase
-from ._batch import batcher
+from ._batch import batcher, close_batcher
 from ._client import BOUNDS, client_from_url, import_redis, translate
 from ._core import RAW, Eval, Flow, Pipeline, RedisCore
 
@@ -69,6 +69,7 @@ class AsyncRedisSession(RedisBase[AsyncClient], AsyncFlowSession[RedisCore]):
             loop = self._loop
             if loop is not None and loop.is_closed() and loop is not asyncio.get_running_loop():
                 return  # its connections ended with their loop
+            await close_batcher(self._client)
             await self._client.aclose()
 
     async def _run(self, make: Callable[[], Flow[T]], *, read: bool = False) -> T:

@@ -171,6 +171,29 @@ async def test_a_passed_clients_reply_timeout_bounds_a_call_to_a_silent_server()
         await server.wait_closed()
 
 
+async def test_a_call_whose_deadline_passed_in_silence_closes_the_connection() -> None:
+    closed = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(65536):  # takes the commands, answers none
+            pass
+        closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    session = AsyncRedisSession("x", f"redis://127.0.0.1:{port}/0", timeout=0.6)
+    try:
+        with pytest.raises(StoreUnavailableError, match="did not answer in time"):
+            await session.add_message(Message("user", "hi"))
+        # Nothing came back in 0.6 s: the connection is dropped, the next call opens another.
+        await asyncio.wait_for(closed.wait(), 5)
+    finally:
+        await session.aclose()
+        server.close()
+        await server.wait_closed()
+
+
 async def test_closing_a_store_closes_the_connection(
     name: str, prefix: str, client: redis_module.Redis
 ) -> None:

@@ -38,6 +38,10 @@ __all__ = ["LIMIT", "Batcher", "batcher", "close_batcher"]
 LIMIT = 128
 """The most commands one pipeline carries; a larger burst goes out as several, on as many
 connections."""
+_SILENT = 0.5
+"""Seconds with a command waiting and no reply at all on the connection after which a caller
+that gives up closes it: the server or the network is stuck, and a new connection may not be
+(redis-py drops a connection whose reply a cancelled call was waiting for)."""
 _RETRIES = 3
 """How often a command whose connection broke is sent again (as ``_client``'s clients do)."""
 
@@ -131,7 +135,7 @@ class Batcher:
                 wire = self._wire
                 if wire is None or wire.broken is not None:
                     wire = await self._open()
-                return await self._reply(wire, wire.send(command))
+                return await self._reply(wire, wire.received, wire.send(command))
             except LostConnection as exc:
                 if isinstance(exc, AuthenticationError) or attempt == _RETRIES:
                     raise
@@ -153,14 +157,21 @@ class Batcher:
         if not opening.cancelled() and opening.exception() is None:  # its waiters get that
             self._wire = opening.result()
 
-    async def _reply(self, wire: Wire, future: asyncio.Future[Any]) -> Any:
-        """The reply, within the client's ``socket_timeout`` when it has one."""
+    async def _reply(self, wire: Wire, mark: int, future: asyncio.Future[Any]) -> Any:
+        """The reply, within the client's ``socket_timeout`` when it has one. A caller that
+        gives up (its deadline, a cancellation) after :data:`_SILENT` seconds in which no
+        reply at all came on the connection closes it (``mark``: the replies it had had)."""
         assert self._settings is not None
         bound = self._settings.reply_timeout
-        if bound is None:
-            return await future
+        sent = self.loop.time()
         try:
+            if bound is None:
+                return await future
             return await within(bound, future)
+        except asyncio.CancelledError:
+            if wire.received == mark and self.loop.time() - sent >= _SILENT:
+                wire.close()
+            raise
         except asyncio.TimeoutError:
             from redis.exceptions import TimeoutError as Late
 

@@ -141,6 +141,8 @@ class Wire(asyncio.Protocol):
         """Commands packed while others were waiting, written on the loop's next turn."""
         self.broken: BaseException | None = None
         """Why the connection ended (``None`` while it is open)."""
+        self.received = 0
+        """Replies received so far (a caller that gave up compares it with its own count)."""
         self._closed: asyncio.Future[None]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -163,6 +165,7 @@ class Wire(asyncio.Protocol):
             if not waiting:
                 self._end(self._lost_error("Redis sent a reply to no command"))
                 return
+            self.received += 1
             future = waiting.popleft()
             if future.done():
                 continue  # its caller stopped waiting: the reply is dropped, the order kept

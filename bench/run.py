@@ -78,7 +78,25 @@ def machine() -> dict[str, str]:
         "OS": platform.platform(terse=True),
         "SQLite": sqlite3.sqlite_version,
         "packages": ", ".join(versions),
+        "Python speed": f"{python_speed():.0f} ms for {SPEED_LOOP:,} integer additions in a loop "
+        "(best of 3; a shared machine's speed varies from day to day: compare runs by it)",
     }
+
+
+SPEED_LOOP = 10_000_000
+
+
+def python_speed() -> float:
+    """Milliseconds a plain Python loop of :data:`SPEED_LOOP` additions takes (best of 3): how
+    fast this machine runs Python today, since a shared one's speed varies from day to day."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(SPEED_LOOP):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return best * 1000
 
 
 async def run_benchmarks(

@@ -8,6 +8,7 @@ bounds a call to a server that never answers; closing a store closes the connect
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from collections.abc import AsyncIterator
 
@@ -192,6 +193,18 @@ async def test_a_call_whose_deadline_passed_in_silence_closes_the_connection() -
         await session.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_client_dropped_unclosed_takes_the_connection_with_it(
+    name: str, prefix: str, client: redis_module.Redis
+) -> None:
+    dropped = aioredis.Redis.from_url(f"{redis_url()}?client_name={name}")
+    session = AsyncRedisSession("x", client=dropped, prefix=prefix)
+    await session.add_message(Message("user", "hi"))
+    assert len(_connections(client, name)) == 1
+    del session, dropped
+    gc.collect()
+    assert await _left(client, name) == []
 
 
 async def test_closing_a_store_closes_the_connection(

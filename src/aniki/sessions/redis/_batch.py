@@ -26,6 +26,7 @@ resent write the server had applied is not applied twice).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from typing import Any
 
@@ -57,8 +58,16 @@ def batcher(client: Any) -> Batcher:
         if found is not None:
             found.close()
         found = _BATCHERS[client] = Batcher(client, loop)
-        weakref.finalize(client, found.close)  # a client dropped unclosed: its wire too
+        weakref.finalize(client, _dropped, found)  # a client dropped unclosed: its wire too
     return found
+
+
+def _dropped(found: Batcher) -> None:
+    """Close ``found``'s connection on its loop: the client it served was garbage-collected,
+    perhaps in another thread."""
+    if not found.loop.is_closed():
+        with contextlib.suppress(RuntimeError):  # closed meanwhile: its sockets went with it
+            found.loop.call_soon_threadsafe(found.close)
 
 
 async def close_batcher(client: Any) -> None:

@@ -43,7 +43,7 @@ async def shared(transport: str) -> AsyncIterator[aioredis.Redis]:
     await client.aclose()
 
 
-def Counted(client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch) -> CountedPool | CountedWire:
+def counter(client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch) -> CountedPool | CountedWire:
     """What counts the commands sent, for the transport in use."""
     if _batch.batcher(client)._settings is None:
         return CountedPool(client, monkeypatch)
@@ -110,7 +110,7 @@ async def test_a_burst_goes_out_in_pipelines_and_each_session_gets_its_reply(
     shared: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sessions = _sessions(shared, prefix, 300)
-    counted = Counted(shared, monkeypatch)
+    counted = counter(shared, monkeypatch)
     for turn in range(3):
         await asyncio.gather(*(s.add_message(Message("user", f"{s.id}:{turn}")) for s in sessions))
     assert sum(counted.pipelines) + counted.alone == 900  # every command sent once
@@ -129,7 +129,7 @@ async def test_a_command_sent_alone_goes_out_alone(
     shared: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session, other = _sessions(shared, prefix, 2)
-    counted = Counted(shared, monkeypatch)
+    counted = counter(shared, monkeypatch)
     for n in range(20):
         await session.add_message(Message("user", f"{n}"))
     await other.add_message(Message("user", "x"))
@@ -159,7 +159,7 @@ async def test_a_burst_after_the_scripts_were_flushed_loads_them_again(
     sessions = _sessions(shared, prefix, 30)
     await asyncio.gather(*(s.add_message(Message("user", "a")) for s in sessions))
     await shared.script_flush()  # as a restarted server: every EVALSHA answers NOSCRIPT
-    counted = Counted(shared, monkeypatch)
+    counted = counter(shared, monkeypatch)
     await asyncio.gather(*(s.add_message(Message("assistant", "b")) for s in sessions))
     assert counted.pipelines  # NOSCRIPT came back inside a pipeline, to each session
     for session in _sessions(shared, prefix, 30):

@@ -31,6 +31,7 @@ import weakref
 from typing import Any
 
 from ..._aio import within
+from ._client import BACKOFF_BASE, BACKOFF_CAP, RETRIES
 from ._steps import RAW
 from ._wire import Wire, open_wire, wire_settings
 
@@ -43,8 +44,6 @@ _SILENT = 0.5
 """Seconds with a command waiting and no reply at all on the connection after which a caller
 that gives up closes it: the server or the network is stuck, and a new connection may not be
 (redis-py drops a connection whose reply a cancelled call was waiting for)."""
-_RETRIES = 3
-"""How often a command whose connection broke is sent again (as ``_client``'s clients do)."""
 
 _BATCHERS: weakref.WeakKeyDictionary[Any, Batcher] = weakref.WeakKeyDictionary()
 
@@ -81,7 +80,14 @@ class Batcher:
     """Sends a client's commands, together when several are waiting (see the module)."""
 
     def __init__(self, client: Any, loop: asyncio.AbstractEventLoop) -> None:
-        from redis.exceptions import ResponseError
+        from redis.exceptions import AuthenticationError, ResponseError
+        from redis.exceptions import ConnectionError as LostConnection
+        from redis.exceptions import TimeoutError as Late
+
+        self._lost: type[Exception] = LostConnection
+        """A broken connection: the command is sent again (unless credentials were refused)."""
+        self._refused_sign_in: type[Exception] = AuthenticationError
+        self._late: type[Exception] = Late
 
         self._refused: type[Exception] = ResponseError
         """A reply that is an error (a pipeline returns those in place)."""
@@ -136,20 +142,20 @@ class Batcher:
         return client
 
     async def _send_wire(self, command: tuple[Any, ...]) -> Any:
-        from redis.exceptions import AuthenticationError
-        from redis.exceptions import ConnectionError as LostConnection
-
-        for attempt in range(_RETRIES + 1):
+        for attempt in range(RETRIES):
             try:
-                wire = self._wire
-                if wire is None or wire.broken is not None:
-                    wire = await self._open()
-                return await self._reply(wire, wire.received, wire.send(command))
-            except LostConnection as exc:
-                if isinstance(exc, AuthenticationError) or attempt == _RETRIES:
+                return await self._send_once(command)
+            except self._lost as exc:
+                if isinstance(exc, self._refused_sign_in):
                     raise
-            await asyncio.sleep(min(0.5, 0.02 * 2**attempt))  # the clients' own backoff
-        raise AssertionError("unreachable")  # pragma: no cover
+            await asyncio.sleep(min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
+        return await self._send_once(command)
+
+    async def _send_once(self, command: tuple[Any, ...]) -> Any:
+        wire = self._wire
+        if wire is None or wire.broken is not None:
+            wire = await self._open()
+        return await self._reply(wire, wire.received, wire.send(command))
 
     async def _open(self) -> Wire:
         """The new connection: one for a whole burst of first commands, each of which
@@ -182,10 +188,8 @@ class Batcher:
                 wire.close()
             raise
         except asyncio.TimeoutError:
-            from redis.exceptions import TimeoutError as Late
-
             wire.close()  # what it still owes may arrive out of step: redis-py drops it too
-            raise Late(f"Timeout reading from {self._settings.where}") from None
+            raise self._late(f"Timeout reading from {self._settings.where}") from None
 
     def _flush(self) -> None:
         held = [(command, future) for command, future in self._held if not future.done()]

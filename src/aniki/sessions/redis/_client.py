@@ -14,9 +14,12 @@ from ...errors import CorruptStoreError, StoreError, StoreUnavailableError, User
 from .._args import check_seconds
 
 __all__ = [
+    "BACKOFF_BASE",
+    "BACKOFF_CAP",
     "BOUNDS",
     "DEFAULT_TIMEOUT",
     "DEFAULT_URL",
+    "RETRIES",
     "check_timeout",
     "check_url",
     "client_from_url",
@@ -33,10 +36,15 @@ DEFAULT_TIMEOUT = 10.0
 _SCHEMES = ("redis://", "rediss://", "unix://")
 
 
-_RETRIES = 3
-"""How often a client aniki builds resends a command whose connection broke. An append's,
+RETRIES = 3
+"""How often a client aniki builds (and aniki's own connection, ``_wire``) resends a command
+whose connection broke. An append's,
 an undo's and a fork's script carry a token, so a resent one that the server had applied is
 not applied again."""
+
+
+BACKOFF_BASE, BACKOFF_CAP = 0.02, 0.5
+"""Seconds before the first resend, doubled each time up to the cap."""
 
 
 BOUNDS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
@@ -65,7 +73,8 @@ def client_from_url(
 
     # Only a broken connection is retried, not a timeout: each attempt may wait `timeout`,
     # and a hung server would otherwise hold a call for (retries + 1) times as long.
-    retry = retry_class(ExponentialBackoff(cap=0.5, base=0.02), _RETRIES, (LostConnection,))
+    backoff = ExponentialBackoff(cap=BACKOFF_CAP, base=BACKOFF_BASE)
+    retry = retry_class(backoff, RETRIES, (LostConnection,))
     options: dict[str, Any] = {
         "socket_timeout": None if deadline else timeout,
         "socket_connect_timeout": timeout,

@@ -14,8 +14,8 @@ together, so a burst of conversations costs one system call, as a pipeline would
 
 The connection is made as redis-py would make it from the client's settings (host and port
 or a Unix socket, user and password, database, client name, connect and reply timeouts), and
-only for settings it can copy: a client over TLS, speaking RESP3, with a credential provider,
-another text encoding or a connection class of its own keeps using redis-py
+only for settings it can copy: a client over TLS, with a credential provider, another text
+encoding or a connection class of its own keeps using redis-py
 (:func:`wire_settings` is ``None`` for it), as does any client when hiredis is not installed.
 Replies and errors are redis-py's (a refused script raises the same ``ResponseError``), so
 the sessions cannot tell the two apart.
@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,8 +219,12 @@ class Wire(asyncio.Protocol):
 
     def _end(self, exc: BaseException | None) -> None:
         self._fail(self._lost_error(f"Connection closed ({exc})" if exc else "Connection closed"))
-        if self._transport is not None:
-            self._transport.abort() if exc is not None else self._transport.close()
+        if self._transport is None:
+            return
+        if exc is None:
+            self._transport.close()
+        else:
+            self._transport.abort()  # what is still buffered cannot be matched any more
 
     def _fail(self, exc: BaseException) -> None:
         if self.broken is None:
@@ -270,8 +275,6 @@ async def _connect(loop: asyncio.AbstractEventLoop, settings: WireSettings) -> W
 
 async def _sign_in(wire: Wire, settings: WireSettings) -> None:
     """What redis-py sends on a new connection, for the settings aniki copies."""
-    from redis.exceptions import ResponseError
-
     bound = settings.connect_timeout
 
     async def ask(*commands: tuple[Any, ...]) -> None:
@@ -279,19 +282,27 @@ async def _sign_in(wire: Wire, settings: WireSettings) -> None:
             await (future if bound is None else within(bound, future))
 
     if settings.password is not None or settings.username:
-        password = settings.password or ""
-        legacy = (settings.username, password) if settings.username else (password,)
-        try:
-            if not settings.hello:
-                raise ResponseError("unknown command")  # redis-py would not send HELLO
-            await ask(("HELLO", 2, "AUTH", settings.username or "default", password))
-        except ResponseError as exc:
-            if not str(exc).lower().removeprefix("err ").startswith(("unknown command", "noproto")):
-                raise
-            await ask(("AUTH", *legacy))  # a server before HELLO (Redis 5 and older)
+        await _authenticate(ask, settings)
     commands: list[tuple[Any, ...]] = []
     if settings.client_name:
         commands.append(("CLIENT", "SETNAME", settings.client_name))
     if settings.db:
         commands.append(("SELECT", settings.db))
     await ask(*commands)
+
+
+async def _authenticate(ask: Callable[..., Awaitable[None]], settings: WireSettings) -> None:
+    """Sign in as redis-py does: with ``HELLO`` where it would send one (and, on a server that
+    predates ``HELLO``, falls back to ``AUTH``), else with ``AUTH``."""
+    from redis.exceptions import ResponseError
+
+    password = settings.password or ""
+    if settings.hello:
+        try:
+            await ask(("HELLO", 2, "AUTH", settings.username or "default", password))
+            return
+        except ResponseError as exc:
+            reason = str(exc).lower().removeprefix("err ")
+            if not reason.startswith(("unknown command", "noproto")):
+                raise
+    await ask(("AUTH", settings.username, password) if settings.username else ("AUTH", password))

@@ -78,8 +78,6 @@ def machine() -> dict[str, str]:
         "OS": platform.platform(terse=True),
         "SQLite": sqlite3.sqlite_version,
         "packages": ", ".join(versions),
-        "Python speed": f"{python_speed():.0f} ms for {SPEED_LOOP:,} integer additions in a loop "
-        "(best of 3; a shared machine's speed varies from day to day: compare runs by it)",
     }
 
 
@@ -108,6 +106,11 @@ async def run_benchmarks(
     """Run the chosen workloads (all by default) with the installed frameworks."""
     chosen = [workloads.load(name) for name in (only or workloads.NAMES)]
     report = Report(scale, datetime.now(timezone.utc), machine=machine())
+    if scale != "smoke":  # 2-3 s, for a report of timings the smoke run does not make
+        report.machine["Python speed"] = (
+            f"{python_speed():.0f} ms for {SPEED_LOOP:,} integer additions in a loop "
+            "(best of 3; a shared machine's speed varies from day to day: compare runs by it)"
+        )
     load_before = os.getloadavg()[0]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="aniki-bench-") as tmp:

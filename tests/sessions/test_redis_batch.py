@@ -28,7 +28,7 @@ pytestmark = pytest.mark.redis
 @pytest.fixture(params=["wire", "redis-py"])
 def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """How the commands go: aniki's own connection, or redis-py's pool and pipelines (what a
-    client over TLS or RESP3 uses)."""
+    client over TLS, or with a credential provider, uses)."""
     if request.param == "redis-py":
         monkeypatch.setattr(_batch, "wire_settings", lambda client: None)
     return str(request.param)

@@ -76,7 +76,7 @@ async def prepare(plan: RunPlan) -> None:
     plan.handoffs = handoff_targets(plan.agent)
     model = plan.agent.model
     if model not in _COUNTED:
-        await SETUP.submit(lambda: ReportBuilder(plan.session, model))
+        await SETUP.submit(lambda: ReportBuilder(plan.session, model, plan.can))
         if len(_COUNTED) > 64:  # a process that names many models
             _COUNTED.clear()
         _COUNTED.add(model)
@@ -109,7 +109,7 @@ async def run_turns(plan: RunPlan, outcome: Outcome, user: Message | None = None
     caller to keep in the store). ``user``: the run's new question, which the agent's input
     guardrails check beside the first model call."""
     call_model = _middleware_chain(plan)
-    outcome.reports = ReportBuilder(plan.session, plan.agent.model)
+    outcome.reports = ReportBuilder(plan.session, plan.agent.model, plan.can)
     retries = 0
     for turn in range(1, plan.max_turns + 1):
         first = _model_turn(plan, outcome, call_model)
@@ -236,12 +236,14 @@ async def store(
     if steps.current() is None:
         with reading(reading_run(plan)):
             return await session_io.append_then_read(
-                plan.session, messages, guard=plan.guard, then=then
+                plan.session, messages, guard=plan.guard, then=then, can=plan.can
             )
 
     async def write() -> None:
         with reading(reading_run(plan)):
-            await session_io.append_then_read(plan.session, messages, guard=plan.guard)
+            await session_io.append_then_read(
+                plan.session, messages, guard=plan.guard, can=plan.can
+            )
 
     await steps.store_write(messages, write)
     return None
@@ -251,7 +253,7 @@ async def _build_request(plan: RunPlan, outcome: Outcome) -> ModelRequest:
     history = outcome.take_history()
     if history is None or outcome.pending:  # the store's, then what a stream has not stored
         with reading(reading_run(plan)):
-            history = await session_io.read_with(plan.session, outcome.pending)
+            history = await session_io.read_with(plan.session, outcome.pending, plan.can)
     head, tools = await request_head(plan)
     messages = head + tuple(history) + tuple(outcome.corrections)
     spec = plan.agent.output

@@ -16,6 +16,7 @@ from ..errors import UserError
 from ..events import StreamEvent
 from ..messages import Message, ToolCall
 from ..providers.base import ModelSettings, Provider, merge_settings
+from ..sessions._capabilities import Capabilities, capabilities_of
 from ..sessions._guard import TurnGuard
 from ..sessions.base import AsyncSession, Session, require_session
 from ..usage import Usage
@@ -37,6 +38,8 @@ class RunPlan:
 
     agent: Agent[Any]
     session: Any
+    can: Capabilities
+    """What ``session`` can do, found once for the run (each turn asks several times)."""
     context: Context
     provider: Provider | None
     """``None`` until :func:`~aniki._run.loop.prepare` has built the agent's provider from
@@ -137,9 +140,11 @@ def new_plan(
         context = Context(context)
     elif not isinstance(context, Context):
         raise UserError(f"context must be a Context or a mapping, got {type(context).__name__}")
+    store = agent.session if session is None else require_session(session)
     return RunPlan(
         agent=agent,
-        session=agent.session if session is None else require_session(session),
+        session=store,
+        can=capabilities_of(store),
         context=context,
         provider=_built_provider(agent),
         max_turns=max_turns,

@@ -49,7 +49,7 @@ async def go_on(plan: RunPlan, entry: dict[str, Any]) -> Outcome:
     await prepare(plan)
     outcome = Outcome()
     decided: dict[str, bool] = entry.get("decided") or {}
-    history = await session_io.read(plan.session)
+    history = await session_io.read(plan.session, plan.can)
     stored_now = False
     for turn in entry.get("turns", ()):
         response = Message.from_dict(turn["response"])
@@ -57,7 +57,7 @@ async def go_on(plan: RunPlan, entry: dict[str, Any]) -> Outcome:
             continue
         await _settle(plan, outcome, response, turn.get("calls", {}), decided)
         stored_now = True
-    history = await session_io.read(plan.session)
+    history = await session_io.read(plan.session, plan.can)
     last = history[-1] if history else None
     if not stored_now and last is not None and last.role == "assistant" and not last.tool_calls:
         return outcome  # it had answered: only its journal entry was left to end

@@ -164,7 +164,9 @@ async def _resumed(plan: RunPlan, approve: Sequence[str], deny: Sequence[str]) -
 async def result(plan: RunPlan, outcome: Outcome) -> RunResult[Any]:
     """The run's :class:`~aniki.RunResult`, with the session's history as it ends."""
     history = outcome.take_history()
-    snapshot = tuple(history if history is not None else await session_io.read(plan.session))
+    if history is None:
+        history = await session_io.read(plan.session, plan.can)
+    snapshot = tuple(history)
     return RunResult(
         messages=snapshot,
         new_messages=tuple(outcome.new_messages),

@@ -105,9 +105,10 @@ async def _read_after(written: Any, session: Any) -> Any:
     return await history if inspect.isawaitable(history) else history
 
 
-async def read(session: Any) -> Sequence[Message]:
-    """The session's history, as its ``get_messages()`` (and any policy on it) returns it."""
-    return await _read(session, capabilities_of(session))
+async def read(session: Any, can: Capabilities | None = None) -> Sequence[Message]:
+    """The session's history, as its ``get_messages()`` (and any policy on it) returns it
+    (``can``: its capabilities, when known)."""
+    return await _read(session, capabilities_of(session) if can is None else can)
 
 
 async def _read(session: Any, can: Capabilities) -> Sequence[Message]:
@@ -121,6 +122,7 @@ async def append_then_read(
     *,
     guard: TurnGuard | None = None,
     then: Callable[[], object] | None = None,
+    can: Capabilities | None = None,
 ) -> Sequence[Message]:
     """:func:`append`, then :func:`read`: in one round trip when the store can fuse them,
     and in one trip to a worker thread for a store whose calls block.
@@ -128,14 +130,16 @@ async def append_then_read(
     Under a run's ``guard`` the store appends only while the run's user message is still
     stored (see :mod:`aniki.sessions._guard`); else :class:`~aniki.TurnUndoneError`.
     ``then`` (a blocking call that raises nothing) runs right after a successful write in
-    the same trip to the worker thread, for a store whose calls block; else not at all."""
+    the same trip to the worker thread, for a store whose calls block; else not at all.
+    ``can``: the session's capabilities, when the caller has found them."""
     if guard is not None:
         try:
             with guarding(guard):
-                return await append_then_read(session, messages, then=then)
+                return await append_then_read(session, messages, then=then, can=can)
         except HistoryMoved:
             raise TurnUndoneError(str(session.id), messages) from None
-    can = capabilities_of(session)
+    if can is None:
+        can = capabilities_of(session)
     batch = list(messages)
     if can.blocking:
 
@@ -157,10 +161,14 @@ async def append_then_read(
     return await _read(session, can)
 
 
-async def read_with(session: Any, extra: Sequence[Message]) -> Sequence[Message]:
+async def read_with(
+    session: Any, extra: Sequence[Message], can: Capabilities | None = None
+) -> Sequence[Message]:
     """The history followed by ``extra`` (messages not stored yet), as the model should see
-    it: a history policy selects over both, so ``extra`` counts against its bound."""
-    can = capabilities_of(session)
+    it: a history policy selects over both, so ``extra`` counts against its bound (``can``:
+    the session's capabilities, when known)."""
+    if can is None:
+        can = capabilities_of(session)
     view_with = can.view_with
     if not extra:
         return await _read(session, can)

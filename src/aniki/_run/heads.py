@@ -26,8 +26,17 @@ async def request_head(plan: RunPlan) -> Head:
 
 
 def reading_run(plan: RunPlan) -> ReadingRun:
-    """``plan``'s run, for the reads of its session (its provider is built by then)."""
+    """``plan``'s run, for the reads of its session (its provider is built by then); made
+    again only when a handoff changed its agent, provider or settings."""
     assert plan.provider is not None, "prepare() builds the provider before the first read"
+    kept = plan.reading
+    if (
+        kept is not None
+        and kept.provider is plan.provider
+        and kept.settings is plan.settings
+        and kept.model == plan.agent.model
+    ):
+        return kept
 
     def charge(usage: Usage) -> None:
         plan.sub_usage += usage
@@ -35,4 +44,5 @@ def reading_run(plan: RunPlan) -> ReadingRun:
     async def head() -> Head:
         return await request_head(plan)
 
-    return ReadingRun(plan.agent.model, plan.provider, plan.settings, head, charge)
+    plan.reading = ReadingRun(plan.agent.model, plan.provider, plan.settings, head, charge)
+    return plan.reading

@@ -22,6 +22,7 @@ from ..sessions.base import AsyncSession, Session, require_session
 from ..usage import Usage
 
 if TYPE_CHECKING:
+    from ..sessions._reading import ReadingRun
     from ..tools import Tool
     from .journal import Journal
     from .reports import ReportBuilder
@@ -74,6 +75,9 @@ class RunPlan:
     """Whether the run keeps no journal (its store keeps no derived state)."""
     journaled: bool = False
     """Whether the run has an entry in the journal that it holds."""
+    reading: ReadingRun | None = None
+    """The run as its session's reads see it, kept while its agent, provider and settings
+    stay the same (:func:`~aniki._run.heads.reading_run`)."""
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
     """By call id: what the journal recorded of calls a recovered or resumed run finds
     claimed (``{"result": ...}`` when it returned)."""

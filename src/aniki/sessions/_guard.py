@@ -19,8 +19,7 @@ without marks (a custom one) ignores the guard: its writes are unconditional, as
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -43,18 +42,24 @@ class TurnGuard:
 _GUARD: ContextVar[TurnGuard | None] = ContextVar("aniki_turn_guard", default=None)
 
 
-@contextmanager
-def guarding(guard: TurnGuard | None) -> Iterator[None]:
+class guarding:  # lower case: used as a function, `with guarding(guard):`
     """Make ``guard`` the one the writes inside the block meet (``None``: leave it as it is,
-    so that a wrapper's own call into the run's session I/O keeps the run's guard)."""
-    if guard is None:
-        yield
-        return
-    token = _GUARD.set(guard)
-    try:
-        yield
-    finally:
-        _GUARD.reset(token)
+    so that a wrapper's own call into the run's session I/O keeps the run's guard).
+
+    A class rather than a generator: it wraps every write of a run, and costs half as much
+    this way."""
+
+    __slots__ = ("_guard", "_token")
+
+    def __init__(self, guard: TurnGuard | None) -> None:
+        self._guard = guard
+
+    def __enter__(self) -> None:
+        self._token = None if self._guard is None else _GUARD.set(self._guard)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _GUARD.reset(self._token)
 
 
 def in_force() -> bool:

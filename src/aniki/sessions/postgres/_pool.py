@@ -21,7 +21,7 @@ import math
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ..._aio import within
+from ..._aio import within, within_about
 
 if TYPE_CHECKING:
     import psycopg
@@ -100,7 +100,7 @@ class AsyncConnections:
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.append(waiter)
         try:
-            return await within(timeout, waiter)
+            return await within_about(timeout, waiter)
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 self._hand_on(waiter.result())  # handed one just as the wait ended: pass it on

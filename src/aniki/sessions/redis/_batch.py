@@ -30,7 +30,7 @@ import contextlib
 import weakref
 from typing import Any
 
-from ..._aio import within
+from ..._aio import within_about
 from ._client import BACKOFF_BASE, BACKOFF_CAP, RETRIES
 from ._steps import RAW
 from ._wire import Wire, open_wire, wire_settings
@@ -182,7 +182,7 @@ class Batcher:
         try:
             if bound is None:
                 return await future
-            return await within(bound, future)
+            return await within_about(bound, future)
         except asyncio.CancelledError:
             if wire.received == mark and self.loop.time() - sent >= _SILENT:
                 wire.close()

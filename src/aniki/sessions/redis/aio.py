@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ..._aio import within
+from ..._aio import within_about
 from ...errors import UserError
 from ...messages import Message
 from .._driver import adrive
@@ -79,7 +79,7 @@ class AsyncRedisSession(RedisBase[AsyncClient], AsyncFlowSession[RedisCore]):
             try:
                 if bound is None:  # a client passed in: its own socket_timeout bounds each wait
                     return await adrive(make(), self._execute)
-                return await within(bound, adrive(make(), self._execute))
+                return await within_about(bound, adrive(make(), self._execute))
             except self._errors as exc:
                 raise translate(exc, self._core.store, self._timeout) from exc
             except asyncio.TimeoutError as exc:

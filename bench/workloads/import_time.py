@@ -7,6 +7,7 @@ In the full run, ``python -X importtime`` also names what ``import aniki`` spend
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -17,13 +18,21 @@ TITLE = "import time"
 _PROGRAM = "import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
 
 
-def _sample(module: str) -> float:
+def _sample(module: str, *, write_caches: bool = False) -> float:
+    """Seconds ``import module`` takes in a new interpreter; ``write_caches``: let it write
+    the bytecode caches it lacks, even where ``PYTHONDONTWRITEBYTECODE`` is set (as in some
+    containers): without them an editable install such as this checkout's compiles every
+    module from source on every import, while installed packages have theirs from pip."""
+    env = dict(os.environ)
+    if write_caches:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     done = subprocess.run(
         [sys.executable, "-c", _PROGRAM.format(module=module)],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
+        env=env,
     )
     return float(done.stdout.strip())
 
@@ -65,7 +74,7 @@ async def run(ctx: Context) -> Section:
     samples: dict[str, list[float]] = {peer.name: [] for peer in ctx.peers}
     if ctx.scale.name != "smoke":
         for peer in ctx.peers:
-            _sample(peer.module)  # writes any missing bytecode caches
+            _sample(peer.module, write_caches=True)
     for _ in range(ctx.scale.import_samples):
         for peer in ctx.peers:
             samples[peer.name].append(_sample(peer.module) * 1e3)

@@ -47,9 +47,11 @@ def borrow_autocommit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
     commits, one round trip more each way. An idle connection is switched (a client-side flag,
     no I/O) and switched back before it returns to the pool; one in a transaction is left be.
     """
+    if conn.autocommit:  # aniki's own pools' connections, always
+        return False
     from psycopg.pq import TransactionStatus
 
-    return not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+    return conn.info.transaction_status == TransactionStatus.IDLE
 
 
 def drive(

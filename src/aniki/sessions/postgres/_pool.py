@@ -47,6 +47,9 @@ class AsyncConnections:
         self.max_size = max_size
         self._psycopg = psycopg
         self._pool_timeout: type[Exception] = psycopg_pool.PoolTimeout
+        self._idle_status = psycopg.pq.TransactionStatus.IDLE
+        """A connection's status between transactions (read off ``pgconn``: ``conn.info``
+        makes a new object on each use)."""
         self._connect_timeout = connect_timeout
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
@@ -126,12 +129,10 @@ class AsyncConnections:
             raise self._pool_timeout(f"could not connect within {timeout:.1f} s") from None
 
     def _give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        from psycopg.pq import TransactionStatus
-
         if (
             self._closed
             or conn.closed
-            or conn.info.transaction_status != TransactionStatus.IDLE
+            or conn.pgconn.transaction_status != self._idle_status
             or not conn.autocommit
         ):
             self._count -= 1

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from ..messages import Message
+from ._driver import awaitable
 from ._reads import Page, ReadInfo
 
 if TYPE_CHECKING:
@@ -356,7 +357,7 @@ def add_all(session: object, batch: list[Message], can: Capabilities | None = No
         return add_messages(batch)
     for index, message in enumerate(batch):
         result = cast(Any, session).add_message(message)
-        if inspect.isawaitable(result):
+        if awaitable(result):
             return _add_rest(session, result, batch[index + 1 :])
     return None
 

@@ -23,7 +23,7 @@ from inspect import isawaitable
 from types import CoroutineType
 from typing import Any, TypeVar, cast
 
-__all__ = ["Flow", "adrive", "drive", "drive_either"]
+__all__ = ["Flow", "adrive", "awaitable", "drive", "drive_either"]
 
 Q = TypeVar("Q")
 T = TypeVar("T")
@@ -34,6 +34,13 @@ Flow = Generator[Q, Any, T]
 _PLAIN = frozenset({type(None), bool, int, str, bytes, tuple, list, dict})
 """Types of reply that are never awaitable. ``isawaitable()`` tells the others apart, through
 an ABC check that costs more than a whole step of a sync store's flow."""
+
+
+def awaitable(value: object) -> bool:
+    """``inspect.isawaitable(value)``, answered at once for a coroutine and for the plain
+    values a store's call returns (a history is a tuple or a list, a write returns None)."""
+    kind = type(value)
+    return kind is CoroutineType or (kind not in _PLAIN and isawaitable(value))
 
 
 def drive(flow: Flow[Q, T], answer: Callable[[Q], Any], reply: Any = None) -> T:

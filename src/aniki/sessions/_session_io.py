@@ -27,7 +27,6 @@ whole by that call, so what it leaves behind is the whole batch or none of it.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +34,7 @@ from .._threads import STORES
 from ..errors import TurnUndoneError
 from ..messages import Message
 from ._capabilities import Capabilities, add_all, blocking_of, capabilities_of
+from ._driver import awaitable
 from ._guard import HistoryMoved, TurnGuard, guarding
 from ._now import NOT_NOW, attempt
 
@@ -56,7 +56,7 @@ async def call(
         result = work()
     elif now is None or (result := await attempt(now, work)) is NOT_NOW:
         result = await STORES.submit(work)
-    return await result if inspect.isawaitable(result) else result
+    return await result if awaitable(result) else result
 
 
 async def append(session: Any, messages: Sequence[Message]) -> None:
@@ -75,7 +75,7 @@ async def _append(session: Any, can: Capabilities, batch: list[Message]) -> None
         await call(True, lambda: add_all(session, batch, can), can.try_now)
         return
     result = add_all(session, batch, can)
-    if inspect.isawaitable(result):
+    if awaitable(result):
         writing = asyncio.ensure_future(result)
         writing.add_done_callback(_retrieve)  # its error, if the run was gone by then
         await asyncio.shield(writing)
@@ -94,7 +94,7 @@ def _append_then_read_now(session: Any, can: Capabilities, batch: list[Message])
             return history
     if batch:
         written = add_all(session, batch, can)
-        if inspect.isawaitable(written):  # a store that looked synchronous but is not
+        if awaitable(written):  # a store that looked synchronous but is not
             return _read_after(written, session)
     return session.get_messages()
 
@@ -102,7 +102,7 @@ def _append_then_read_now(session: Any, can: Capabilities, batch: list[Message])
 async def _read_after(written: Any, session: Any) -> Any:
     await written
     history = session.get_messages()
-    return await history if inspect.isawaitable(history) else history
+    return await history if awaitable(history) else history
 
 
 async def read(session: Any, can: Capabilities | None = None) -> Sequence[Message]:
@@ -145,7 +145,7 @@ async def append_then_read(
 
         def work() -> Any:
             history = _append_then_read_now(session, can, batch)
-            if then is not None and not inspect.isawaitable(history):
+            if then is not None and not awaitable(history):
                 then()
             return history
 

@@ -15,6 +15,7 @@ from .._flow_store import AsyncFlowSession
 from ._base import PostgresBase
 from ._core import Flow, PostgresCore
 from ._drive import adrive, borrow_autocommit
+from ._pool import AsyncConnections
 
 if TYPE_CHECKING:
     import psycopg
@@ -85,11 +86,32 @@ class AsyncPostgresSession(PostgresBase[_Pool], AsyncFlowSession[PostgresCore]):
                 raise self._error(exc) from exc
 
     async def _attempt(self, flow: Flow[T], deadline: float) -> T:
+        lender = self._pool
+        if isinstance(lender, AsyncConnections):  # an async open_store's: lent directly
+            return await self._attempt_lent(lender, flow, deadline)
         async with self._connection(deadline) as (conn, renew):
-            if not self._core.ready:
-                await adrive(conn, self._core.setup())
-                self._core.mark_ready(True)
-            return await adrive(conn, flow, renew)
+            return await self._drive(conn, flow, renew)
+
+    async def _attempt_lent(self, lender: AsyncConnections, flow: Flow[T], deadline: float) -> T:
+        """:meth:`_attempt` on a connection of aniki's own pool (always in autocommit mode),
+        as :meth:`_connection` and :meth:`_lent` do it, written out: this is every call of
+        a server's sessions."""
+        conn = await lender.take(self._left(deadline))
+        try:
+            with self._watch(conn, deadline, reused=True) as renew:
+                return await self._drive(conn, flow, renew)
+        finally:
+            if self._timed_out:
+                await conn.close()
+            lender.give_back(conn)
+
+    async def _drive(
+        self, conn: psycopg.AsyncConnection[Any], flow: Flow[T], renew: Callable[[], None]
+    ) -> T:
+        if not self._core.ready:
+            await adrive(conn, self._core.setup())
+            self._core.mark_ready(True)
+        return await adrive(conn, flow, renew)
 
     @asynccontextmanager
     async def _connection(

@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .. import _driver
@@ -63,23 +63,25 @@ def drive(
         first = next(flow)
     except StopIteration as done:
         return cast(T, done.value)
-    alone = first.alone and conn.autocommit
+    if first.alone and conn.autocommit:  # each statement its own transaction: no BEGIN
+        with conn.cursor() as cursor:
+
+            def alone(step: Query) -> list[tuple[Any, ...]]:
+                _check_alone(True, step)
+                return _execute(conn, cursor, step)
+
+            return _driver.drive(flow, alone, alone(first))
     began = False  # a transaction of the flow is open
     with contextlib.ExitStack() as transaction, conn.cursor() as cursor:
 
         def answer(step: Query) -> list[tuple[Any, ...]]:
             nonlocal began
-            _check_alone(alone, step)
-            if not (alone or began):
+            _check_alone(False, step)
+            if not began:
                 transaction.enter_context(conn.transaction())
                 began = True
-            if _first_use(conn, step):
-                with conn.pipeline():  # Parse, Bind and Execute: one round trip
-                    cursor.execute(step.statement, step.params, binary=step.binary, prepare=True)
-            else:
-                cursor.execute(step.statement, step.params, binary=step.binary)
-            rows = cursor.fetchall() if cursor.rownumber is not None else []
-            if step.commits and began:
+            rows = _execute(conn, cursor, step)
+            if step.commits:
                 began = False
                 transaction.close()  # commits
                 if committed is not None:
@@ -87,6 +89,18 @@ def drive(
             return rows
 
         return _driver.drive(flow, answer, answer(first))
+
+
+def _execute(
+    conn: psycopg.Connection[Any], cursor: psycopg.Cursor[Any], step: Query
+) -> list[tuple[Any, ...]]:
+    """``step``'s statement run on ``cursor``: its rows (``[]`` when it returns none)."""
+    if _first_use(conn, step):
+        with conn.pipeline():  # Parse, Bind and Execute: one round trip
+            cursor.execute(step.statement, step.params, binary=step.binary, prepare=True)
+    else:
+        cursor.execute(step.statement, step.params, binary=step.binary)
+    return cursor.fetchall() if cursor.rownumber is not None else []
 
 
 async def adrive(
@@ -99,25 +113,25 @@ async def adrive(
         first = next(flow)
     except StopIteration as done:
         return cast(T, done.value)
-    alone = first.alone and conn.autocommit
+    if first.alone and conn.autocommit:  # each statement its own transaction: no BEGIN
+        async with conn.cursor() as cursor:
+
+            def alone(step: Query) -> Awaitable[list[tuple[Any, ...]]]:
+                _check_alone(True, step)
+                return _aexecute(conn, cursor, step)
+
+            return await _driver.adrive(flow, alone, alone(first))
     began = False
     async with contextlib.AsyncExitStack() as transaction, conn.cursor() as cursor:
 
         async def answer(step: Query) -> list[tuple[Any, ...]]:
             nonlocal began
-            _check_alone(alone, step)
-            if not (alone or began):
+            _check_alone(False, step)
+            if not began:
                 await transaction.enter_async_context(conn.transaction())
                 began = True
-            if _first_use(conn, step):
-                async with conn.pipeline():  # Parse, Bind and Execute: one round trip
-                    await cursor.execute(
-                        step.statement, step.params, binary=step.binary, prepare=True
-                    )
-            else:
-                await cursor.execute(step.statement, step.params, binary=step.binary)
-            rows = await cursor.fetchall() if cursor.rownumber is not None else []
-            if step.commits and began:
+            rows = await _aexecute(conn, cursor, step)
+            if step.commits:
                 began = False
                 await transaction.aclose()  # commits
                 if committed is not None:
@@ -125,6 +139,18 @@ async def adrive(
             return rows
 
         return await _driver.adrive(flow, answer, answer(first))
+
+
+async def _aexecute(
+    conn: psycopg.AsyncConnection[Any], cursor: psycopg.AsyncCursor[Any], step: Query
+) -> list[tuple[Any, ...]]:
+    """``step``'s statement run on ``cursor``: its rows (``[]`` when it returns none)."""
+    if _first_use(conn, step):
+        async with conn.pipeline():  # Parse, Bind and Execute: one round trip
+            await cursor.execute(step.statement, step.params, binary=step.binary, prepare=True)
+    else:
+        await cursor.execute(step.statement, step.params, binary=step.binary)
+    return await cursor.fetchall() if cursor.rownumber is not None else []
 
 
 _PREPARED: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()

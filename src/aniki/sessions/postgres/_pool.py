@@ -66,6 +66,17 @@ class AsyncConnections:
         finally:
             self._give_back(conn)
 
+    async def take(self, timeout: float) -> psycopg.AsyncConnection[Any]:
+        """:meth:`connection` without the context manager, for a session's every call (each
+        async context manager layer costs a call as much as a pooled lend does): a
+        connection, waiting at most ``timeout`` seconds; hand it back with :meth:`give_back`."""
+        return await self._take(timeout)
+
+    def give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Return a connection :meth:`take` lent (closed if it is broken, closed or in a
+        transaction)."""
+        self._give_back(conn)
+
     async def close(self) -> None:
         """Close the idle connections; those lent out close when they come back."""
         self._closed = True

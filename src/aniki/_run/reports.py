@@ -21,7 +21,7 @@ from typing import Any
 from ..messages import Message
 from ..providers.base import ToolDefinition
 from ..reports import ContextReport, ContextTokens
-from ..sessions._capabilities import Capabilities, capabilities_of, reads_of
+from ..sessions._capabilities import Capabilities, reads_of
 from ..tokens import TokenCounter, counter_for_model
 from ..usage import Usage
 
@@ -33,11 +33,10 @@ logger = logging.getLogger("aniki.context")
 class ReportBuilder:
     """Builds a run's reports; one per run, as the run's requests are made."""
 
-    def __init__(self, session: Any, model: str, can: Capabilities | None = None) -> None:
-        """``can``: what ``session`` can do, when the caller has found it."""
+    def __init__(self, session: Any, model: str, can: Capabilities) -> None:
+        """``can``: what ``session`` can do (``RunPlan.can``)."""
         self._session = session
-        can = capabilities_of(session) if can is None else can
-        self._reads = reads_of(session, can)
+        self._reads = reads_of(can)
         counter = can.counter
         self._counter: TokenCounter = counter if counter is not None else _counter(model)
         self._tools: tuple[tuple[ToolDefinition, ...], int] | None = None

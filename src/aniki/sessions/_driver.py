@@ -62,9 +62,7 @@ def drive(flow: Flow[Q, T], answer: Callable[[Q], Any], reply: Any = None) -> T:
 async def adrive(flow: Flow[Q, T], answer: Callable[[Q], Any], reply: Any = None) -> T:
     """:func:`drive`, awaiting each reply that is awaitable (``reply`` too)."""
     while True:
-        # A coroutine, the usual reply, is told apart first (see _PLAIN).
-        kind = type(reply)
-        if kind is CoroutineType or (kind not in _PLAIN and isawaitable(reply)):
+        if awaitable(reply):
             reply = await reply
         try:
             request = flow.send(reply)
@@ -83,5 +81,5 @@ def drive_either(flow: Flow[Q, T], answer: Callable[[Q], Any]) -> T | Awaitable[
         except StopIteration as done:
             return cast(T, done.value)
         reply = answer(request)
-        if type(reply) not in _PLAIN and isawaitable(reply):
+        if awaitable(reply):
             return adrive(flow, answer, reply)

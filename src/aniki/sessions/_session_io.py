@@ -122,7 +122,7 @@ async def append_then_read(
     *,
     guard: TurnGuard | None = None,
     then: Callable[[], object] | None = None,
-    can: Capabilities | None = None,
+    can: Capabilities,
 ) -> Sequence[Message]:
     """:func:`append`, then :func:`read`: in one round trip when the store can fuse them,
     and in one trip to a worker thread for a store whose calls block.
@@ -131,15 +131,13 @@ async def append_then_read(
     stored (see :mod:`aniki.sessions._guard`); else :class:`~aniki.TurnUndoneError`.
     ``then`` (a blocking call that raises nothing) runs right after a successful write in
     the same trip to the worker thread, for a store whose calls block; else not at all.
-    ``can``: the session's capabilities, when the caller has found them."""
+    ``can``: the session's capabilities (the run's, found once)."""
     if guard is not None:
         try:
             with guarding(guard):
                 return await append_then_read(session, messages, then=then, can=can)
         except HistoryMoved:
             raise TurnUndoneError(str(session.id), messages) from None
-    if can is None:
-        can = capabilities_of(session)
     batch = list(messages)
     if can.blocking:
 
@@ -161,14 +159,10 @@ async def append_then_read(
     return await _read(session, can)
 
 
-async def read_with(
-    session: Any, extra: Sequence[Message], can: Capabilities | None = None
-) -> Sequence[Message]:
+async def read_with(session: Any, extra: Sequence[Message], can: Capabilities) -> Sequence[Message]:
     """The history followed by ``extra`` (messages not stored yet), as the model should see
     it: a history policy selects over both, so ``extra`` counts against its bound (``can``:
-    the session's capabilities, when known)."""
-    if can is None:
-        can = capabilities_of(session)
+    the session's capabilities)."""
     view_with = can.view_with
     if not extra:
         return await _read(session, can)

@@ -60,22 +60,11 @@ class AsyncConnections:
     @contextlib.asynccontextmanager
     async def connection(self, timeout: float) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A connection for the block, waiting at most ``timeout`` seconds for one."""
-        conn = await self._take(timeout)
+        conn = await self.take(timeout)
         try:
             yield conn
         finally:
-            self._give_back(conn)
-
-    async def take(self, timeout: float) -> psycopg.AsyncConnection[Any]:
-        """:meth:`connection` without the context manager, for a session's every call (each
-        async context manager layer costs a call as much as a pooled lend does): a
-        connection, waiting at most ``timeout`` seconds; hand it back with :meth:`give_back`."""
-        return await self._take(timeout)
-
-    def give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Return a connection :meth:`take` lent (closed if it is broken, closed or in a
-        transaction)."""
-        self._give_back(conn)
+            self.give_back(conn)
 
     async def close(self) -> None:
         """Close the idle connections; those lent out close when they come back."""
@@ -89,7 +78,10 @@ class AsyncConnections:
         for conn in idle:
             await conn.close()
 
-    async def _take(self, timeout: float) -> psycopg.AsyncConnection[Any]:
+    async def take(self, timeout: float) -> psycopg.AsyncConnection[Any]:
+        """:meth:`connection` without the context manager, for a session's every call (each
+        async context manager layer costs a call as much as a pooled lend does): a
+        connection, waiting at most ``timeout`` seconds; hand it back with :meth:`give_back`."""
         if self._closed:
             raise self._psycopg.OperationalError("the store was closed")
         while self._idle:
@@ -139,7 +131,9 @@ class AsyncConnections:
         except asyncio.TimeoutError:
             raise self._pool_timeout(f"could not connect within {timeout:.1f} s") from None
 
-    def _give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Return a connection :meth:`take` lent (closed if it is broken, closed or in a
+        transaction)."""
         if (
             self._closed
             or conn.closed

@@ -36,7 +36,7 @@ class ReportBuilder:
     def __init__(self, session: Any, model: str, can: Capabilities) -> None:
         """``can``: what ``session`` can do (``RunPlan.can``)."""
         self._session = session
-        self._reads = reads_of(can)
+        self._reads = reads_of(session, can)
         counter = can.counter
         self._counter: TokenCounter = counter if counter is not None else _counter(model)
         self._tools: tuple[tuple[ToolDefinition, ...], int] | None = None

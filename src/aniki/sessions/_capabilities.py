@@ -335,11 +335,12 @@ def _blocking(session: object, kind: _Kind) -> bool:
     return not inspect.iscoroutinefunction(getattr(session, "get_messages", None))
 
 
-def reads_of(can: Capabilities) -> Callable[[int], ReadInfo | None]:
-    """How to learn what each read of the session whose capabilities are ``can`` saw:
-    called with how many stored messages the read returned, the :class:`ReadInfo` (``None``:
-    cannot tell). A policy says (:class:`ReadsReported`); a store (:class:`ReadsLimited`)
-    returns its whole history."""
+def reads_of(session: object, can: Capabilities | None = None) -> Callable[[int], ReadInfo | None]:
+    """How to learn what each read of ``session`` saw: called with how many stored messages
+    the read returned, the :class:`ReadInfo` (``None``: cannot tell). A policy says
+    (:class:`ReadsReported`); a store (:class:`ReadsLimited`) returns its whole history.
+    ``can``: ``session``'s capabilities, when known."""
+    can = capabilities_of(session) if can is None else can
     last_read = can.last_read
     if last_read is not None:
         return lambda returned: last_read()

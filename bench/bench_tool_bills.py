@@ -60,10 +60,12 @@ PRICES = {
 }
 COUNTER: Any = counter_for_model(MODEL)  # TiktokenCounter (count_text) with the extra
 START = datetime.fromisoformat("2026-01-05T09:00:00+00:00")
-TOOL_HEAVY, PAUSES = "tool-heavy", "pauses"
+TOOL_HEAVY, PAUSES, HEAVY_PAUSES = "tool-heavy", "pauses", "tool-heavy with pauses"
 BUDGET_SIDE = f"TokenBudgetSession({BUDGET:,})"
 TTL_SIDE = f"TokenBudgetSession({BUDGET:,}, cache_ttl={TTL:g})"
 TTL_WINDOW = f"WindowedSession({WINDOW}, cache_ttl={TTL:g})"
+CLEAR_SIDE = f"TokenBudgetSession({BUDGET:,}, clear_tool_results=True)"
+CLEAR_TTL_SIDE = f"TokenBudgetSession({BUDGET:,}, cache_ttl={TTL:g}, clear_tool_results=True)"
 SUMMARY_AGENT = f"SummarizingSession(agent, {BUDGET:,})"
 SUMMARY_SELF = f"SummarizingSession(None, {BUDGET:,})"
 CLEARINGS = ("True", "ClearToolResults(every=1)")
@@ -136,6 +138,14 @@ class Turn:
     pause: float  # seconds the user thinks before sending it
     calls: tuple[ToolCall, ...] = ()
     results: tuple[str, ...] = ()
+
+
+def with_pauses(made: list[Turn]) -> list[Turn]:
+    """The tool-heavy conversation ``made`` with the chat's think times: 5-60 s four times in
+    five, 6-30 minutes otherwise (drawn apart, so the turns themselves are the same)."""
+    rng = random.Random(SEED + 2)
+    draw = [rng.uniform(5, 60) if rng.random() < 0.8 else rng.uniform(360, 1800) for _ in made]
+    return [replace(turn, pause=pause) for turn, pause in zip(made, draw, strict=True)]
 
 
 def trace(turns: int, tools: bool) -> list[Turn]:
@@ -306,11 +316,11 @@ def _budget(**options: Any) -> Wrap:
 
 BOTH, CHAT, HEAVY = (TOOL_HEAVY, PAUSES), (PAUSES,), (TOOL_HEAVY,)
 SIDES: list[tuple[str, Wrap, tuple[str, ...]]] = [
-    ("no policy", lambda store: store, BOTH),
-    (BUDGET_SIDE, _budget(), BOTH),
+    ("no policy", lambda store: store, (*BOTH, HEAVY_PAUSES)),
+    (BUDGET_SIDE, _budget(), (*BOTH, HEAVY_PAUSES)),
     (f"TokenBudgetSession({BUDGET:,}, trim_to={BUDGET:,})", _budget(trim_to=BUDGET), BOTH),
     (f"WindowedSession({WINDOW})", lambda store: WindowedSession(store, WINDOW), BOTH),
-    (TTL_SIDE, _budget(cache_ttl=TTL), CHAT),
+    (TTL_SIDE, _budget(cache_ttl=TTL), (PAUSES, HEAVY_PAUSES)),
     (TTL_WINDOW, lambda store: WindowedSession(store, WINDOW, cache_ttl=TTL), CHAT),
     (SUMMARY_AGENT, AgentSummarizer(), BOTH),
     (SUMMARY_SELF, lambda store: SummarizingSession(store, None, BUDGET, model=MODEL), BOTH),
@@ -325,7 +335,9 @@ if _CLEAR is not None and "clear_tool_results" in inspect.signature(TokenBudgetS
     ):
         wrap = functools.partial(TokenBudgetSession, max_tokens=size, model=MODEL)
         side = f"TokenBudgetSession({size:,}, clear_tool_results={label})"
-        SIDES.append((side, functools.partial(wrap, clear_tool_results=clearing), (TOOL_HEAVY,)))
+        held = (TOOL_HEAVY, HEAVY_PAUSES) if side == CLEAR_SIDE else (TOOL_HEAVY,)
+        SIDES.append((side, functools.partial(wrap, clear_tool_results=clearing), held))
+    SIDES.append((CLEAR_TTL_SIDE, _budget(cache_ttl=TTL, clear_tool_results=True), (HEAVY_PAUSES,)))
 if _CLEAR is not None and "clear_tool_results" in inspect.signature(SummarizingSession).parameters:
     for label, clearing in zip(CLEARINGS, (True, _CLEAR(every=1)), strict=True):
         own = functools.partial(SummarizingSession, summarizer=None, max_tokens=BUDGET, model=MODEL)
@@ -483,11 +495,18 @@ async def main() -> None:
     table(TOOL_HEAVY, turns, heavy, floor)
     chat, chat_floor = await measure(PAUSES, trace(turns, tools=False))
     table(PAUSES, turns, chat, chat_floor)
+    paused, paused_floor = await measure(HEAVY_PAUSES, with_pauses(trace(turns, tools=True)))
+    table(HEAVY_PAUSES, turns, paused, paused_floor)
     x_floor, ttl = heavy[BUDGET_SIDE].bill()[1], chat[TTL_SIDE].bill()[1]
     over = ", ".join(f"{x_floor[n] / p.input * 1e6 / floor:.2f}x ({n})" for n, p in PRICES.items())
     ratio = ", ".join(f"{ttl[n] / chat[BUDGET_SIDE].bill()[1][n]:.2f} ({n})" for n in PRICES)
     print(f"\nTargeted figures: tool-heavy, {BUDGET_SIDE} billed {over} the floor; pauses,")
     print(f"{TTL_SIDE} billed {ratio} times {BUDGET_SIDE}'s.")
+    for side in (TTL_SIDE, CLEAR_TTL_SIDE):
+        if side in paused:
+            mine, today = paused[side].bill()[1], paused[BUDGET_SIDE].bill()[1]
+            ratio = ", ".join(f"{mine[n] / today[n]:.2f} ({n})" for n in PRICES)
+            print(f"{HEAVY_PAUSES}: {side} billed {ratio} times {BUDGET_SIDE}'s.")
     for name, meters in ((TOOL_HEAVY, heavy), (PAUSES, chat)):
         parts = []
         for side in (SUMMARY_AGENT, SUMMARY_SELF):

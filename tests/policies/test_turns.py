@@ -1,7 +1,8 @@
 """A run's writes and reads over every store, bare and behind a policy.
 
 A run appends and then reads twice per turn; Redis and PostgreSQL sessions do each pair in one
-round trip (``_add_then_get``). These checks hold the fused path to the plain one: the same
+round trip (``_add_then_get``), and a SQLite session in one statement when no other writer
+came between. These checks hold the fused path to the plain one: the same
 history stored, the same messages returned, other writers' messages seen.
 """
 
@@ -26,7 +27,8 @@ from .histories import user
 from .stores import Store, make_store, resolve
 
 SERVERS = ("redis", "async_redis", "postgres", "async_postgres")
-FUSED = (*SERVERS, "async_sqlite", "async_file")  # the local twins: one trip to their thread
+# SQLite in one statement when nobody wrote between; the local twins in one trip to their thread
+FUSED = (*SERVERS, "sqlite", "async_sqlite", "async_file")
 
 KEY = EncryptedSession.generate_key()
 

@@ -39,6 +39,10 @@ class Recording(SQLiteSession):
         self.threads.append(threading.current_thread().name)
         return super().get_messages(limit)
 
+    def _add_then_get(self, messages: Any, limit: int | None = None) -> tuple[Message, ...]:
+        self.threads.append(threading.current_thread().name)
+        return super()._add_then_get(messages, limit)
+
 
 def _agent() -> Agent:
     return Agent("Helper", model="mock", provider=MockProvider(handler=lambda request: "ok"))

@@ -271,8 +271,11 @@ def _find(owner: object, cls: type) -> _Kind:
 
     decides: object = getattr(owner, "_INNER_DECIDES", None)
     wraps = hasattr(owner, "inner") and isinstance(decides, frozenset)
+    methods = tuple((field, names[0]) for field, names in _METHODS if all(map(has, names)))
+    if owner is cls and not _fuses_own(cls):
+        methods = tuple(method for method in methods if method[0] != "add_then_get")
     return _Kind(
-        methods=tuple((field, names[0]) for field, names in _METHODS if all(map(has, names))),
+        methods=methods,
         limited=_takes_limit(getattr(owner, "get_messages", None)),
         says_blocking=_says_blocking(cls),
         reads_reported=hasattr(owner, "_last_read"),
@@ -281,6 +284,25 @@ def _find(owner: object, cls: type) -> _Kind:
         inner_decides=decides if isinstance(decides, frozenset) and wraps else frozenset(),
         close=next((name for name in ("aclose", "close") if has(name)), None),
     )
+
+
+def _fuses_own(cls: type) -> bool:
+    """Whether ``cls``'s ``_add_then_get`` speaks for its appends and reads: no class of
+    the application's below the one that defines it replaces them (a subclass of a built-in
+    store that replaces ``add_messages``, say to log each write, is called through it, not
+    around it; aniki's own classes define the three and the fused step together)."""
+    fused = next((k for k in cls.__mro__ if "_add_then_get" in vars(k)), None)
+    if fused is None:
+        return False
+    for name in ("add_message", "add_messages", "get_messages"):
+        defines = next((k for k in cls.__mro__ if name in vars(k)), None)
+        if defines is not None and not issubclass(fused, defines) and not _ours(defines):
+            return False
+    return True
+
+
+def _ours(cls: type) -> bool:
+    return cls.__module__.partition(".")[0] == "aniki"
 
 
 def _takes_limit(get_messages: Any) -> bool:

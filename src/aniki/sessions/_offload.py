@@ -84,6 +84,10 @@ class Offloaded(AsyncClosing, Generic[StoreT]):
         self._turn_wait = max(timeout, _LEAST_TURN_WAIT)
         self._store = store
         self._now: Callable[[Callable[[], Any]], Any] | None = getattr(sync, "_try_now", None)
+        # The sync session's own append-then-read (one statement where it can), if it has one.
+        self._fused: Callable[..., tuple[Message, ...]] | None = getattr(
+            sync, "_add_then_get", None
+        )
 
     @property
     def id(self) -> str:
@@ -114,6 +118,8 @@ class Offloaded(AsyncClosing, Generic[StoreT]):
         checked = check_limit(limit)
 
         def both() -> tuple[Message, ...]:
+            if batch and self._fused is not None:
+                return self._fused(batch, checked)
             if batch:
                 self._write(batch)
             return self._sync.get_messages(checked)

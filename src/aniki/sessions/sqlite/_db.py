@@ -34,6 +34,8 @@ from ._schema import damage_hint
 from ._sql import (
     APPEND,
     APPEND_IF,
+    APPEND_KEYED,
+    APPEND_MARKED,
     BLOCK,
     DELETE_META,
     DROP_META,
@@ -270,6 +272,54 @@ class Database:
                 self.fail(exc)
             self.wrote()
         return stored
+
+    def append_returning(
+        self, number: int, body: str, now: float, generation: int | None = None
+    ) -> tuple[int, int] | None:
+        """Append one encoded message without blobs to session ``number`` in one statement
+        (one transaction) that says the key it took and the session's generation; with
+        ``generation``, only if the session's is still that. ``None``, having written
+        nothing, when it was not, or the session has no row."""
+        with self.lock:
+            if DAMAGED:
+                self.refuse_if_damaged()
+            try:
+                conn = self._conn
+                if conn is None or self._forks != fork_count() or (self._quick and not self._hasty):
+                    conn = self.conn
+                low = number * BLOCK
+                if generation is None:
+                    found = conn.execute(APPEND_MARKED, (low, low + BLOCK, body, now, number))
+                else:
+                    row = (low, low + BLOCK, body, now, number, generation)
+                    found = conn.execute(APPEND_KEYED, row)
+                rows = found.fetchall()  # to its end: the statement's transaction commits
+            except DB_ERRORS as exc:
+                self.fail(exc)
+            self.wrote()
+        return rows[0] if rows else None
+
+    @property
+    def reader(self) -> sqlite3.Connection:
+        """The connection for one read statement: :attr:`conn`, but keeping a busy timeout
+        of 0 where it is (a call tried now that has written): a read in WAL mode waits for
+        no writer, and the rare one that meets a lock (a recovery, a checkpoint closing the
+        log) runs again after :meth:`read_again`, so a turn's read after its append costs no
+        statement setting the timeout back and none setting it to 0 again after."""
+        conn = self._conn
+        if conn is None or self._forks != fork_count():
+            return self.conn
+        return conn
+
+    def read_again(self, exc: sqlite3.Error | UnicodeDecodeError) -> None:
+        """After ``exc`` from a read on :attr:`reader`: when it met a lock with the timeout
+        at 0 outside a call still tried now, set the timeout back (the caller reads again);
+        any other error raised as :meth:`fail` raises it."""
+        if self._hasty or not self._quick or isinstance(exc, UnicodeDecodeError):
+            self.fail(exc)
+        if result_code(exc) not in LOCKED_CODES:
+            self.fail(exc)
+        self._wait_again()
 
     def session_row(self, row: tuple[object, ...] | None) -> tuple[int, int]:
         """``(number, generation)`` of a row :data:`~._sql.SESSION` read; damage if it is

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ...errors import CorruptStoreError
 from ...messages import Message
 from .._blobs import MARK, join
-from .._codec import decode_message
+from .._codec import decode_message, decode_meta
 from .._codec_compact import COMPACT, read_compact
 from ._blobs import NO_BLOBS
 from ._db import Database, Row
 
-__all__ = ["decoded"]
+__all__ = ["decoded", "decoded_meta"]
 
 
 def decoded(
@@ -46,6 +47,15 @@ def decoded(
             else:
                 append(decode_message(body, store=label))
         return messages
+    except CorruptStoreError as exc:
+        db.damaged(exc)
+        raise
+
+
+def decoded_meta(db: Database, text: str) -> Any:
+    """The meta value stored as ``text``; damage (remembered) when it does not decode."""
+    try:
+        return decode_meta(text, store=db.label)
     except CorruptStoreError as exc:
         db.damaged(exc)
         raise

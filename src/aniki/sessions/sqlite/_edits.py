@@ -28,7 +28,7 @@ from .._blobs import join, refs
 from .._codec import decode_message
 from .._edits import FORK_SKIPPED_META, forked_count, taken
 from .._guard import HistoryMoved, admit, expected_mark, in_force
-from ._blobs import append_records, copy_links, fetch, unlink
+from ._blobs import NO_BLOBS, append_records, copy_links, fetch, unlink
 from ._db import Database
 from ._sql import BLOCK, DROP_TAGS, SESSION, clock
 
@@ -150,13 +150,35 @@ def append_rows(db: Database, number: int, bodies: list[str], blobs: Mapping[str
         db.append(number, bodies, now, blobs)
         return
     generation = expected_mark((db, number))  # None: the run's first write records it
-    if generation is not None and len(bodies) == 1 and not blobs:
-        if not db.append(number, bodies, now, blobs, cast(int, generation)):
-            raise HistoryMoved
-        return
+    if len(bodies) == 1 and not blobs:
+        if generation is not None:
+            if not db.append(number, bodies, now, blobs, cast(int, generation)):
+                raise HistoryMoved
+            return
+        found = db.append_returning(number, bodies[0], now)  # one statement, the mark read too
+        if found is not None:
+            admit((db, number), found[1])
+            return
     with db.transaction(write=True) as conn:
         _admit(conn, db, number)
         append_records(conn, number, bodies, blobs, now)
+
+
+def append_one(db: Database, number: int, body: str) -> tuple[int, int] | None:
+    """:func:`append_rows` for one encoded message without blobs, in one statement that says
+    the key it took and the session's generation then (``None``: appended otherwise)."""
+    if in_force():
+        generation = expected_mark((db, number))
+        found = db.append_returning(number, body, clock(), cast("int | None", generation))
+        if found is None and generation is not None:
+            raise HistoryMoved
+        if found is not None:
+            admit((db, number), found[1])
+            return found
+    elif (found := db.append_returning(number, body, clock())) is not None:
+        return found
+    append_rows(db, number, [body], NO_BLOBS)  # onto a session without a row
+    return None
 
 
 def _admit(conn: sqlite3.Connection, db: Database, number: int) -> None:

@@ -7,15 +7,16 @@ by :func:`~._decode.decoded`.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping
 
 from .._blobs import MARK
 from ._blobs import NO_BLOBS, with_blobs
 from ._db import BLOCK, Database, Row
 from ._errors import DB_ERRORS
-from ._sql import READ, TAIL
+from ._sql import READ, SIZE, TAIL
 
-__all__ = ["read_after", "read_tail"]
+__all__ = ["read_after", "read_tail", "size_of"]
 
 
 def read_after(
@@ -52,14 +53,30 @@ def _fetch(
     """The rows ``query`` gives, and the blobs named by their records (at ``column``)."""
     with db.lock:
         try:
-            conn = db.conn
-            rows: list[Row] = conn.execute(query, arguments).fetchall()
-            for row in rows:
-                body = row[column]
-                if type(body) is str and MARK in body:  # some record names a blob
-                    return with_blobs(
-                        conn, rows, lambda later: later.execute(query, arguments).fetchall(), column
-                    )
+            return _rows(db.reader, query, arguments, column)
+        except DB_ERRORS as exc:
+            db.read_again(exc)  # a lock met with the timeout at 0: read once more, waiting
+        try:
+            return _rows(db.conn, query, arguments, column)
         except DB_ERRORS as exc:
             db.fail(exc)
+
+
+def _rows(
+    conn: sqlite3.Connection, query: str, arguments: tuple[object, ...], column: int
+) -> tuple[list[Row], Mapping[str, bytes]]:
+    rows: list[Row] = conn.execute(query, arguments).fetchall()
+    for row in rows:
+        body = row[column]
+        if type(body) is str and MARK in body:  # some record names a blob
+            return with_blobs(
+                conn, rows, lambda later: later.execute(query, arguments).fetchall(), column
+            )
     return rows, NO_BLOBS
+
+
+def size_of(db: Database, session_id: str) -> int:
+    """How many messages the session holds (one seek)."""
+    with db.lock, db.errors():
+        row = db.conn.execute(SIZE, (session_id,)).fetchone()
+    return 0 if row is None else int(row[0])

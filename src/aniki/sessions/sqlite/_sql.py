@@ -18,6 +18,8 @@ __all__ = [
     "ADD_TAG",
     "APPEND",
     "APPEND_IF",
+    "APPEND_KEYED",
+    "APPEND_MARKED",
     "BLOCK",
     "COUNT",
     "DELETE_META",
@@ -51,6 +53,13 @@ APPEND_IF = (  # APPEND, made only while session ?5's generation is ?6 (a run's 
     " FROM aniki_messages WHERE key > ?1 AND key < ?2 ORDER BY key DESC LIMIT 1), ?1) + 1, ?3, ?4"
     " WHERE (SELECT generation FROM aniki_sessions WHERE number = ?5) = ?6"
 )
+APPEND_MARKED = (  # APPEND, saying the key it took and session ?5's generation (or no row)
+    "INSERT INTO aniki_messages (key, body, created_at) SELECT coalesce((SELECT key"
+    " FROM aniki_messages WHERE key > ?1 AND key < ?2 ORDER BY key DESC LIMIT 1), ?1) + 1, ?3, ?4"
+    " WHERE EXISTS (SELECT 1 FROM aniki_sessions WHERE number = ?5)"
+    " RETURNING key, (SELECT generation FROM aniki_sessions WHERE number = ?5)"
+)
+APPEND_KEYED = APPEND_IF + " RETURNING key, ?6"  # APPEND_IF, saying the key it took
 REGISTER = "INSERT OR IGNORE INTO aniki_sessions (id) VALUES (?)"
 SESSION = "SELECT number, generation FROM aniki_sessions WHERE id = ?"
 # The id in the sessions table's own row for the number its id index gives: another id there

@@ -46,13 +46,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..._stamps import stamp, stamp_one
-from ...errors import CorruptStoreError
 from ...messages import Message, MessageLike, to_message, to_messages
 from .._args import Durability, check_limit, check_meta_key, check_session_id
 from .._blobs import split
 from .._catalog import KEEP, Keep, check_info
 from .._closing import Closing
-from .._codec import decode_meta, encode_meta
+from .._codec import encode_meta
 from .._edits import fork_target
 from .._gc import MANY, paused
 from .._history_cache import HistoryCache
@@ -63,13 +62,13 @@ from ..base import SessionInfo
 from ..memory import meta_json
 from ._blobs import NO_BLOBS, record_of, records_of
 from ._db import Database, database_for
-from ._decode import decoded
-from ._edits import append_after, append_rows, fork_rows, undo_rows
+from ._decode import decoded, decoded_meta
+from ._edits import append_after, append_one, append_rows, fork_rows, undo_rows
 from ._info import read_info, write_info
 from ._options import DEFAULT_TIMEOUT, absolute_path, checked_options
 from ._pages import read_page
-from ._reads import read_after, read_tail
-from ._sql import SIZE, clock
+from ._reads import read_after, read_tail, size_of
+from ._sql import clock
 
 T = TypeVar("T")
 
@@ -77,21 +76,6 @@ __all__ = ["SQLiteSession"]
 
 _OWN_LIMIT = 4096
 _FIRST_READ_NOW = 500
-
-
-def _size(db: Database, session_id: str) -> int:
-    """How many messages the session holds (one seek)."""
-    with db.lock, db.errors():
-        row = db.conn.execute(SIZE, (session_id,)).fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def _decode_meta(db: Database, text: str) -> Any:
-    try:
-        return decode_meta(text, store=db.label)
-    except CorruptStoreError as exc:
-        db.damaged(exc)
-        raise
 
 
 class SQLiteSession(Closing):
@@ -167,16 +151,34 @@ class SQLiteSession(Closing):
         if number is None:
             number = self._number = db.register(self._id)
         append_rows(db, number, [record], NO_BLOBS)
-        own = self._own
-        if len(own) > _OWN_LIMIT:
-            own.clear()
-        own[record] = message
+        self._remember([record], [message])
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message, then append them in one transaction: all or nothing."""
         batch = stamp(to_messages(messages))
         if batch:
             self._append(batch, *records_of(batch))
+
+    def _add_then_get(
+        self, messages: list[Message], limit: int | None = None
+    ) -> tuple[Message, ...]:
+        # add_messages, then get_messages (see aniki.sessions._session_io): one statement for
+        # one text message taking the key right after the history this instance has read,
+        # under its generation (nobody wrote or removed a message since), else a read too.
+        batch = stamp(to_messages(messages))
+        if len(batch) != 1 or batch[0].attachments:
+            if batch:
+                self._append(batch, *records_of(batch))
+            return self.get_messages(limit)
+        db, cache, record = self._database, self._cache, record_of(batch[0])
+        with db.lock:
+            if self._number is None:
+                self._number = db.register(self._id)
+            if append_one(db, self._number, record) == (cache.position + 1, cache.generation):
+                cache.extend(batch, cache.position + 1)
+                return cache.view(check_limit(limit))
+            self._remember([record], batch)
+        return self.get_messages(limit)
 
     def _add_after(
         self,
@@ -222,7 +224,7 @@ class SQLiteSession(Closing):
         db = self._database
         if self._read_once:
             return db.now(work)
-        return db.now(work, lambda: _size(db, self._id) <= _FIRST_READ_NOW)
+        return db.now(work, lambda: size_of(db, self._id) <= _FIRST_READ_NOW)
 
     def _page(self, start: int, limit: int) -> Page:
         """Messages ``start`` to ``start + limit`` in one read transaction (see
@@ -321,7 +323,7 @@ class SQLiteSession(Closing):
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         db = self._database
         text = db.get_meta(self._id, check_meta_key(key))
-        return None if text is None else _decode_meta(db, text)
+        return None if text is None else decoded_meta(db, text)
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store a JSON-safe value under ``key`` beside the history; ``None`` deletes it."""
@@ -344,7 +346,7 @@ class SQLiteSession(Closing):
         def matches(stored: str | None) -> bool:
             if stored is None or guess is None or stored == guess:  # the usual case: as
                 return stored == guess  # written, compared without decoding
-            return meta_json(key, _decode_meta(db, stored)) == meta_json(key, expected)
+            return meta_json(key, decoded_meta(db, stored)) == meta_json(key, expected)
 
         return db.swap_meta(self._id, key, matches, text)
 
@@ -372,13 +374,15 @@ class SQLiteSession(Closing):
         if self._number is None:
             self._number = db.register(self._id)
         append_rows(db, self._number, bodies, blobs)
-        # Remember what this instance wrote, so reading it back needs no decoding (equal
-        # text means an equal message). Bounded, for an instance that only ever writes.
+        self._remember(bodies, batch)
+
+    def _remember(self, bodies: list[str], batch: list[Message]) -> None:
+        # What this instance wrote, so reading it back needs no decoding (equal text means
+        # an equal message). Bounded, for an instance that only ever writes.
         own = self._own
         if len(own) > _OWN_LIMIT:
             own.clear()
-        for body, message in zip(bodies, batch, strict=True):
-            own[body] = message
+        own.update(zip(bodies, batch, strict=True))
 
     def _tail(self, db: Database, limit: int) -> tuple[Message, ...]:
         with paused(limit >= MANY):  # see aniki.sessions._gc

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
+
+from ._stamps import new_run_id
 
 __all__ = ["Context"]
 
@@ -32,7 +33,7 @@ class Context:
     __slots__ = ("_data", "run_id", "started_at")
 
     def __init__(self, data: Mapping[str, Any] | None = None, *, run_id: str | None = None) -> None:
-        self.run_id: str = run_id or uuid.uuid4().hex
+        self.run_id: str = run_id or new_run_id()
         """A unique id for this run."""
         self.started_at: datetime = datetime.now(timezone.utc)
         """When the run started (timezone-aware, UTC)."""

@@ -151,7 +151,10 @@ class SQLiteSession(Closing):
         if number is None:
             number = self._number = db.register(self._id)
         append_rows(db, number, [record], NO_BLOBS)
-        self._remember([record], [message])
+        own = self._own  # see _remember, written out here
+        if len(own) > _OWN_LIMIT:
+            own.clear()
+        own[record] = message
 
     def add_messages(self, messages: Iterable[MessageLike]) -> None:
         """Validate every message, then append them in one transaction: all or nothing."""
@@ -162,14 +165,12 @@ class SQLiteSession(Closing):
     def _add_then_get(
         self, messages: list[Message], limit: int | None = None
     ) -> tuple[Message, ...]:
-        # add_messages, then get_messages (see aniki.sessions._session_io): one statement for
-        # one text message taking the key right after the history this instance has read,
-        # under its generation (nobody wrote or removed a message since), else a read too.
-        batch = stamp(to_messages(messages))
-        if len(batch) != 1 or batch[0].attachments:
-            if batch:
-                self._append(batch, *records_of(batch))
+        # add_messages then get_messages (aniki.sessions._session_io): one statement when the
+        # key it takes follows what this object read, under its generation (nobody else wrote).
+        if len(messages) != 1 or messages[0].attachments:
+            self.add_messages(messages)
             return self.get_messages(limit)
+        batch = stamp(to_messages(messages))
         db, cache, record = self._database, self._cache, record_of(batch[0])
         with db.lock:
             if self._number is None:
@@ -377,8 +378,7 @@ class SQLiteSession(Closing):
         self._remember(bodies, batch)
 
     def _remember(self, bodies: list[str], batch: list[Message]) -> None:
-        # What this instance wrote, so reading it back needs no decoding (equal text means
-        # an equal message). Bounded, for an instance that only ever writes.
+        # What it wrote, read back without decoding (equal text, equal message); bounded.
         own = self._own
         if len(own) > _OWN_LIMIT:
             own.clear()

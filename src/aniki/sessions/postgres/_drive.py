@@ -203,13 +203,18 @@ class _Watchdog:
 
     Arming and disarming take a lock and push onto a heap: no thread per call. An action runs
     under the lock, so once :meth:`disarm` returns, the alarm can no longer touch the
-    connection, which may go back to a pool and serve another call.
+    connection, which may go back to a pool and serve another call. A disarmed alarm stays
+    in the heap until it comes first, or until the disarmed ones are half of it (then the
+    heap is rebuilt without them): calls that end long before their deadline, thousands a
+    second with a 10 s bound, keep the heap at about twice the calls in flight.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._heap: list[tuple[float, int, Alarm, Callable[[], None]]] = []
         self._order = itertools.count()
+        self._stale = 0
+        """Disarmed alarms still in the heap."""
         self._thread: threading.Thread | None = None
         """Started on first use; started again if it ever ended (after a fork, say)."""
 
@@ -230,7 +235,13 @@ class _Watchdog:
     def disarm(self, entry: Alarm) -> bool:
         """Stop ``entry``; whether it had fired."""
         with self._lock:
-            entry.pending = False
+            if entry.pending:
+                entry.pending = False
+                self._stale += 1
+                if self._stale > _STALE_LEAST and 2 * self._stale > len(self._heap):
+                    self._heap = [item for item in self._heap if item[2].pending]
+                    heapq.heapify(self._heap)
+                    self._stale = 0
             return entry.fired
 
     def _watch(self) -> None:
@@ -238,6 +249,7 @@ class _Watchdog:
             while True:
                 while self._heap and not self._heap[0][2].pending:
                     heapq.heappop(self._heap)  # disarmed: dropped lazily
+                    self._stale -= 1
                 if not self._heap:
                     self._lock.wait()
                     continue
@@ -254,6 +266,8 @@ class _Watchdog:
                     action()
 
 
+_STALE_LEAST = 256
+"""Disarmed alarms the heap may hold before it is ever rebuilt without them."""
 _LONGEST_NAP = 3600.0
 """The watchdog wakes at least this often (seconds), whatever the next deadline."""
 

@@ -229,12 +229,10 @@ async def test_no_store_call_that_may_wait_runs_on_the_event_loop_thread(
         monkeypatch.setattr(owner, name, recorded)
 
     if kind == "sqlite":
-        for name in ("register", "append"):
+        for name in ("register", "append", "append_returning", "clear", "close"):
             record(_sqlite_db.Database, name)
-        for name in ("read_after", "read_tail"):
+        for name in ("read_after", "read_tail", "get_meta", "set_meta", "swap_meta"):
             record(_sqlite_session, name)
-        for name in ("clear", "get_meta", "set_meta", "swap_meta", "close"):
-            record(_sqlite_db.Database, name)
     else:
         for name in ("lock", "flock", "write_at"):
             record(file_module, name)

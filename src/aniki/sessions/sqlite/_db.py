@@ -37,13 +37,10 @@ from ._sql import (
     APPEND_KEYED,
     APPEND_MARKED,
     BLOCK,
-    DELETE_META,
     DROP_META,
-    GET_META,
     REGISTER,
     ROW_ID,
     SESSION,
-    SET_META,
     appended,
 )
 
@@ -254,12 +251,8 @@ class Database:
             return True
         stored = True
         with self.lock:
-            if DAMAGED:
-                self.refuse_if_damaged()
             try:
-                conn = self._conn
-                if conn is None or self._forks != fork_count() or (self._quick and not self._hasty):
-                    conn = self.conn
+                conn = self._writer()
                 low = number * BLOCK
                 if generation is not None:
                     row = (low, low + BLOCK, bodies[0], now, number, generation)
@@ -273,6 +266,16 @@ class Database:
             self.wrote()
         return stored
 
+    def _writer(self) -> sqlite3.Connection:
+        """The connection for a one-statement write, :attr:`lock` held: damage refused first,
+        and a call tried now keeps its busy timeout of 0 until it has written."""
+        if DAMAGED:
+            self.refuse_if_damaged()
+        conn = self._conn
+        if conn is None or self._forks != fork_count() or (self._quick and not self._hasty):
+            conn = self.conn
+        return conn
+
     def append_returning(
         self, number: int, body: str, now: float, generation: int | None = None
     ) -> tuple[int, int] | None:
@@ -281,12 +284,8 @@ class Database:
         ``generation``, only if the session's is still that. ``None``, having written
         nothing, when it was not, or the session has no row."""
         with self.lock:
-            if DAMAGED:
-                self.refuse_if_damaged()
             try:
-                conn = self._conn
-                if conn is None or self._forks != fork_count() or (self._quick and not self._hasty):
-                    conn = self.conn
+                conn = self._writer()
                 low = number * BLOCK
                 if generation is None:
                     found = conn.execute(APPEND_MARKED, (low, low + BLOCK, body, now, number))
@@ -351,43 +350,6 @@ class Database:
             generation = empty(conn, session_id, number, generation)
             append_records(conn, number, bodies, blobs, now)
             return generation
-
-    def get_meta(self, session_id: str, key: str) -> str | None:
-        """The stored meta text, or ``None``."""
-        with self.lock, self.errors():
-            row = self.conn.execute(GET_META, (session_id, key)).fetchone()
-        if row is not None and type(row[0]) is not str:
-            raise self.damage(f"the meta value {key!r} of session {session_id!r} is not text")
-        return None if row is None else row[0]
-
-    def set_meta(self, session_id: str, key: str, text: str | None) -> None:
-        """Store meta text; ``None`` deletes the key."""
-        with self.transaction(write=True) as conn:
-            if text is None:
-                conn.execute(DELETE_META, (session_id, key))
-            else:
-                conn.execute(SET_META, (session_id, key, text))
-
-    def swap_meta(
-        self,
-        session_id: str,
-        key: str,
-        matches: Callable[[str | None], bool],
-        text: str | None,
-    ) -> bool:
-        """In one write transaction: when ``matches(stored text or None)``, store ``text``
-        (``None`` deletes the key) and return ``True``; otherwise change nothing."""
-        with self.transaction(write=True) as conn:
-            row = conn.execute(GET_META, (session_id, key)).fetchone()
-            if row is not None and type(row[0]) is not str:
-                raise self.damage(f"the meta value {key!r} of session {session_id!r} is not text")
-            if not matches(None if row is None else row[0]):
-                return False
-            if text is None:
-                conn.execute(DELETE_META, (session_id, key))
-            else:
-                conn.execute(SET_META, (session_id, key, text))
-            return True
 
     def close(self) -> None:
         """Close the connection (it reopens on next use)."""

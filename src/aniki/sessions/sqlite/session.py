@@ -65,6 +65,7 @@ from ._db import Database, database_for
 from ._decode import decoded, decoded_meta
 from ._edits import append_after, append_one, append_rows, fork_rows, undo_rows
 from ._info import read_info, write_info
+from ._meta import get_meta, set_meta, swap_meta
 from ._options import DEFAULT_TIMEOUT, absolute_path, checked_options
 from ._pages import read_page
 from ._reads import read_after, read_tail, size_of
@@ -165,8 +166,7 @@ class SQLiteSession(Closing):
     def _add_then_get(
         self, messages: list[Message], limit: int | None = None
     ) -> tuple[Message, ...]:
-        # add_messages then get_messages (aniki.sessions._session_io): one statement when the
-        # key it takes follows what this object read, under its generation (nobody else wrote).
+        # add_messages, get_messages: one statement when nobody wrote since this object read.
         if len(messages) != 1 or messages[0].attachments:
             self.add_messages(messages)
             return self.get_messages(limit)
@@ -323,14 +323,14 @@ class SQLiteSession(Closing):
     def get_meta(self, key: str) -> Any:
         """The derived-state value stored under ``key`` (``None`` when absent)."""
         db = self._database
-        text = db.get_meta(self._id, check_meta_key(key))
+        text = get_meta(db, self._id, check_meta_key(key))
         return None if text is None else decoded_meta(db, text)
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store a JSON-safe value under ``key`` beside the history; ``None`` deletes it."""
         check_meta_key(key)
         text = None if value is None else encode_meta(key, value)
-        self._database.set_meta(self._id, key, text)
+        set_meta(self._database, self._id, key, text)
 
     def _swap_meta(self, key: str, expected: Any, value: Any) -> bool:
         """Set meta ``key`` to ``value`` only if it now holds ``expected``; whether it did.
@@ -349,7 +349,7 @@ class SQLiteSession(Closing):
                 return stored == guess  # written, compared without decoding
             return meta_json(key, decoded_meta(db, stored)) == meta_json(key, expected)
 
-        return db.swap_meta(self._id, key, matches, text)
+        return swap_meta(db, self._id, key, matches, text)
 
     def close(self) -> None:
         """Drop this instance's cache and its hold on the connection; it reopens on next use."""

@@ -33,7 +33,6 @@ from ._errors import DB_ERRORS, LOCKED_CODES, result_code, store_error
 from ._schema import damage_hint
 from ._sql import (
     APPEND,
-    APPEND_IF,
     APPEND_KEYED,
     APPEND_MARKED,
     BLOCK,
@@ -233,38 +232,27 @@ class Database:
             raise self.damage(f"the sessions table's row of session {session_id!r} is altered")
 
     def append(
-        self,
-        number: int,
-        bodies: list[str],
-        now: float,
-        blobs: Mapping[str, bytes],
-        generation: int | None = None,
-    ) -> bool:
+        self, number: int, bodies: list[str], now: float, blobs: Mapping[str, bytes]
+    ) -> None:
         """Append encoded messages to session ``number``, with the ``blobs`` they name, in
-        one transaction; with ``generation``, one message only if the session's is still
-        that (whether it was appended). One message (the hottest path there is) is one
-        statement, so one transaction: SQLite takes the write lock (waiting up to the
-        timeout) before it reads the session's last key."""
+        one transaction. One message (the hottest path there is) is one statement, so one
+        transaction: SQLite takes the write lock (waiting up to the timeout) before it reads
+        the session's last key."""
         if blobs:
             with self.transaction(write=True) as writing:
                 append_records(writing, number, bodies, blobs, now)
-            return True
-        stored = True
+            return
         with self.lock:
             try:
                 conn = self._writer()
-                low = number * BLOCK
-                if generation is not None:
-                    row = (low, low + BLOCK, bodies[0], now, number, generation)
-                    stored = conn.execute(APPEND_IF, row).rowcount == 1
-                elif len(bodies) == 1:
+                if len(bodies) == 1:
+                    low = number * BLOCK
                     conn.execute(APPEND, (low, low + BLOCK, bodies[0], now))
                 else:
                     append_all(conn, appended(number, bodies, now))
             except DB_ERRORS as exc:
                 self.fail(exc)
             self.wrote()
-        return stored
 
     def _writer(self) -> sqlite3.Connection:
         """The connection for a one-statement write, :attr:`lock` held: damage refused first,
@@ -314,9 +302,12 @@ class Database:
         """After ``exc`` from a read on :attr:`reader`: when it met a lock with the timeout
         at 0 outside a call still tried now, set the timeout back (the caller reads again);
         any other error raised as :meth:`fail` raises it."""
-        if self._hasty or not self._quick or isinstance(exc, UnicodeDecodeError):
-            self.fail(exc)
-        if result_code(exc) not in LOCKED_CODES:
+        if (
+            self._hasty
+            or not self._quick
+            or isinstance(exc, UnicodeDecodeError)
+            or result_code(exc) not in LOCKED_CODES
+        ):
             self.fail(exc)
         self._wait_again()
 

@@ -144,41 +144,43 @@ def append_after(
 def append_rows(db: Database, number: int, bodies: list[str], blobs: Mapping[str, bytes]) -> None:
     """Append encoded messages (naming ``blobs``) to session ``number`` in one transaction
     (one statement for one message without blobs); under a turn guard, checked against the
-    session's generation first."""
-    now = clock()
+    session's generation in the same step."""
     if not in_force():
-        db.append(number, bodies, now, blobs)
-        return
-    generation = expected_mark((db, number))  # None: the run's first write records it
-    if len(bodies) == 1 and not blobs:
-        if generation is not None:
-            if not db.append(number, bodies, now, blobs, cast(int, generation)):
-                raise HistoryMoved
-            return
-        found = db.append_returning(number, bodies[0], now)  # one statement, the mark read too
-        if found is not None:
-            admit((db, number), found[1])
-            return
-    with db.transaction(write=True) as conn:
-        _admit(conn, db, number)
-        append_records(conn, number, bodies, blobs, now)
+        db.append(number, bodies, clock(), blobs)
+    elif len(bodies) == 1 and not blobs:
+        append_one(db, number, bodies[0])
+    else:
+        _append_guarded(db, number, bodies, blobs, clock())
 
 
 def append_one(db: Database, number: int, body: str) -> tuple[int, int] | None:
     """:func:`append_rows` for one encoded message without blobs, in one statement that says
-    the key it took and the session's generation then (``None``: appended otherwise)."""
-    if in_force():
-        generation = expected_mark((db, number))
-        found = db.append_returning(number, body, clock(), cast("int | None", generation))
-        if found is None and generation is not None:
-            raise HistoryMoved
-        if found is not None:
-            admit((db, number), found[1])
-            return found
-    elif (found := db.append_returning(number, body, clock())) is not None:
+    the key it took and the session's generation then (``None``: appended otherwise, onto a
+    session without a row). Under a turn guard the run's first write records the mark it
+    reads, and a later one lands only while the mark is unchanged."""
+    now = clock()
+    if not in_force():
+        found = db.append_returning(number, body, now)
+        if found is None:
+            db.append(number, [body], now, NO_BLOBS)
         return found
-    append_rows(db, number, [body], NO_BLOBS)  # onto a session without a row
-    return None
+    generation = expected_mark((db, number))  # None: the run's first write records it
+    found = db.append_returning(number, body, now, cast("int | None", generation))
+    if found is None:
+        if generation is not None:
+            raise HistoryMoved
+        _append_guarded(db, number, [body], NO_BLOBS, now)
+        return None
+    admit((db, number), found[1])
+    return found
+
+
+def _append_guarded(
+    db: Database, number: int, bodies: list[str], blobs: Mapping[str, bytes], now: float
+) -> None:
+    with db.transaction(write=True) as conn:
+        _admit(conn, db, number)
+        append_records(conn, number, bodies, blobs, now)
 
 
 def _admit(conn: sqlite3.Connection, db: Database, number: int) -> None:

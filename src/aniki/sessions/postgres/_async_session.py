@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ...messages import Message
@@ -86,74 +85,60 @@ class AsyncPostgresSession(PostgresBase[_Pool], AsyncFlowSession[PostgresCore]):
                 raise self._error(exc) from exc
 
     async def _attempt(self, flow: Flow[T], deadline: float) -> T:
+        # Written out, with no context manager of its own: this is every call of the
+        # session, and each generator-made context manager cost as much as psycopg's send.
         lender = self._pool
-        if isinstance(lender, AsyncConnections):  # an async open_store's: lent directly
-            return await self._attempt_lent(lender, flow, deadline)
-        async with self._connection(deadline) as (conn, renew):
-            return await self._drive(conn, flow, renew)
-
-    async def _attempt_lent(self, lender: AsyncConnections, flow: Flow[T], deadline: float) -> T:
-        """:meth:`_attempt` on a connection of aniki's own pool (always in autocommit mode),
-        as :meth:`_connection` and :meth:`_lent` do it, written out: this is every call of
-        a server's sessions."""
-        conn = await lender.take(self._left(deadline))
-        try:
-            with self._watch(conn, deadline, reused=True) as renew:
-                return await self._drive(conn, flow, renew)
-        finally:
-            if self._timed_out:
-                await conn.close()
-            lender.give_back(conn)
-
-    async def _drive(
-        self, conn: psycopg.AsyncConnection[Any], flow: Flow[T], renew: Callable[[], None]
-    ) -> T:
-        if not self._core.ready:
-            await adrive(conn, self._core.setup())
-            self._core.mark_ready(True)
-        return await adrive(conn, flow, renew)
-
-    @asynccontextmanager
-    async def _connection(
-        self, deadline: float
-    ) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], Callable[[], None]]]:
-        """As :meth:`PostgresSession._connection`."""
-        reused = self._pool is not None or (self._conn is not None and not self._conn.closed)
-        async with self._own(deadline) if self._pool is None else self._lent(deadline) as conn:
+        if isinstance(lender, AsyncConnections):  # an async open_store's: always autocommit
+            conn = await lender.take(self._left(deadline))
             try:
-                with self._watch(conn, deadline, reused=reused) as renew:
-                    yield conn, renew
+                return await self._watched(conn, flow, deadline, reused=True)
             finally:
-                if self._timed_out:
-                    await conn.close()
-
-    @asynccontextmanager
-    async def _lent(self, deadline: float) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        assert self._pool is not None
-        async with self._pool.connection(timeout=self._left(deadline)) as pooled:
+                lender.give_back(conn)
+        if lender is None:
+            return await self._attempt_own(flow, deadline)
+        pooled = await lender.getconn(timeout=self._left(deadline))
+        try:
             borrow = borrow_autocommit(pooled)
             if borrow:
                 await pooled.set_autocommit(True)
             try:
-                yield pooled
+                return await self._watched(pooled, flow, deadline, reused=True)
             finally:
                 if borrow and not pooled.closed:
                     with contextlib.suppress(self._psycopg.Error):
                         await pooled.set_autocommit(False)
+        finally:
+            await lender.putconn(pooled)  # broken, the pool drops it and lends another
 
-    @asynccontextmanager
-    async def _own(self, deadline: float) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        if self._conn is None or self._conn.closed:
-            self._conn = await self._psycopg.AsyncConnection.connect(
+    async def _attempt_own(self, flow: Flow[T], deadline: float) -> T:
+        """:meth:`_attempt` on this instance's connection, made when it has none open."""
+        conn = self._conn
+        reused = conn is not None and not conn.closed
+        if conn is None or not reused:
+            conn = self._conn = await self._psycopg.AsyncConnection.connect(
                 self._dsn, **self._connect_options(deadline)
             )
-        conn = self._conn
         try:
-            yield conn
+            return await self._watched(conn, flow, deadline, reused=reused)
         except self._psycopg.OperationalError:
-            await conn.close()
+            await conn.close()  # broken or not: the next call starts from a fresh connection
             self._conn = None
             raise
+
+    async def _watched(
+        self, conn: psycopg.AsyncConnection[Any], flow: Flow[T], deadline: float, *, reused: bool
+    ) -> T:
+        """``flow`` run on ``conn`` cut at ``deadline`` (then closed: a pool must not lend it
+        again); see :meth:`_watch`."""
+        try:
+            with self._watch(conn, deadline, reused=reused) as renew:
+                if not self._core.ready:
+                    await adrive(conn, self._core.setup())
+                    self._core.mark_ready(True)
+                return await adrive(conn, flow, renew)
+        finally:
+            if self._timed_out:
+                await conn.close()
 
     def _new_lock(self) -> asyncio.Lock:
         return asyncio.Lock()

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 from ..._secrets import hide_password
@@ -118,8 +117,7 @@ class PostgresBase(Generic[P]):
             return {"autocommit": True}
         return {"autocommit": True, "connect_timeout": max(2, math.ceil(left))}
 
-    @contextmanager
-    def _watch(self, conn: Any, deadline: float, *, reused: bool) -> Iterator[Callable[[], None]]:
+    def _watch(self, conn: Any, deadline: float, *, reused: bool) -> _Watch:
         """Run the block with ``conn`` cut at ``deadline`` (see ``_drive``), and note what
         happened: whether the deadline cut it (the caller then closes it), and whether, broken,
         it had died while idle (it had served before, ``reused``, and is closed now).
@@ -127,22 +125,7 @@ class PostgresBase(Generic[P]):
         The block gets a function that renews the deadline, ``timeout`` seconds from then: a
         flow in several transactions (a prune) calls it after each COMMIT, so that each of
         them, not the whole, is bounded."""
-        alarms = [arm(conn, deadline)]
-
-        def renew() -> None:
-            if disarm(alarms[-1]):
-                self._timed_out = True  # its socket is shut: the next statement fails
-            else:
-                alarms.append(arm(conn, time.monotonic() + self._timeout))
-
-        try:
-            yield renew
-        except self._psycopg.OperationalError:
-            self._broke_idle = reused and conn.closed
-            raise
-        finally:
-            if disarm(alarms[-1]):
-                self._timed_out = True
+        return _Watch(self, conn, deadline, reused)
 
     def _error(self, exc: Exception) -> Exception:
         return translate(
@@ -152,6 +135,35 @@ class PostgresBase(Generic[P]):
             timed_out=self._timed_out,
             dsn_connect_timeout=self._fixed_connect_timeout,
         )
+
+
+class _Watch:
+    """:meth:`PostgresBase._watch`'s context manager, which is also the renewing function (a
+    class: it is entered on every call of a session)."""
+
+    __slots__ = ("_alarm", "_conn", "_reused", "_session")
+
+    def __init__(self, session: PostgresBase[Any], conn: Any, deadline: float, reused: bool):
+        self._session = session
+        self._conn = conn
+        self._reused = reused
+        self._alarm = arm(conn, deadline)
+
+    def __enter__(self) -> Callable[[], None]:
+        return self
+
+    def __call__(self) -> None:
+        if disarm(self._alarm):
+            self._session._timed_out = True  # its socket is shut: the next statement fails
+        else:
+            self._alarm = arm(self._conn, time.monotonic() + self._session._timeout)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: object, tb: object) -> None:
+        session = self._session
+        if kind is not None and issubclass(kind, session._psycopg.OperationalError):
+            session._broke_idle = self._reused and self._conn.closed
+        if disarm(self._alarm):
+            session._timed_out = True
 
 
 def check_pool(pool: object, expected: str) -> None:

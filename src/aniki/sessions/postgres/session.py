@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ...messages import Message
@@ -129,54 +128,51 @@ class PostgresSession(PostgresBase[_Pool], SyncFlowSession[PostgresCore]):
                 raise self._error(exc) from exc
 
     def _attempt(self, flow: Flow[T], deadline: float) -> T:
-        with self._connection(deadline) as (conn, renew):
-            if not self._core.ready:
-                drive(conn, self._core.setup())
-                self._core.mark_ready(True)
-            return drive(conn, flow, renew)
-
-    @contextmanager
-    def _connection(
-        self, deadline: float
-    ) -> Iterator[tuple[psycopg.Connection[Any], Callable[[], None]]]:
-        """A connection for one attempt, cut at ``deadline`` (then closed), and the function
-        that renews the deadline (see ``_base``)."""
-        reused = self._pool is not None or (self._conn is not None and not self._conn.closed)
-        with self._own(deadline) if self._pool is None else self._lent(deadline) as conn:
-            try:
-                with self._watch(conn, deadline, reused=reused) as renew:
-                    yield conn, renew
-            finally:
-                if self._timed_out:
-                    conn.close()  # its socket is shut: a pool must not lend it again
-
-    @contextmanager
-    def _lent(self, deadline: float) -> Iterator[psycopg.Connection[Any]]:
-        """A connection of the pool, in autocommit mode while this instance holds it."""
-        assert self._pool is not None
-        with self._pool.connection(timeout=self._left(deadline)) as pooled:
-            borrow = borrow_autocommit(pooled)
+        # Written out, with no context manager of its own: this is every call of the session.
+        pool = self._pool
+        if pool is None:
+            return self._attempt_own(flow, deadline)
+        pooled = pool.getconn(timeout=self._left(deadline))
+        try:
+            borrow = borrow_autocommit(pooled)  # in autocommit mode while this call holds it
             if borrow:
                 pooled.autocommit = True
             try:
-                yield pooled  # broken, the pool drops it and lends another
+                return self._watched(pooled, flow, deadline, reused=True)
             finally:
                 if borrow and not pooled.closed:
                     with contextlib.suppress(self._psycopg.Error):
                         pooled.autocommit = False
+        finally:
+            pool.putconn(pooled)  # broken, the pool drops it and lends another
 
-    @contextmanager
-    def _own(self, deadline: float) -> Iterator[psycopg.Connection[Any]]:
-        """This instance's connection, made when it has none open."""
-        if self._conn is None or self._conn.closed:
-            self._conn = self._psycopg.connect(self._dsn, **self._connect_options(deadline))
+    def _attempt_own(self, flow: Flow[T], deadline: float) -> T:
+        """:meth:`_attempt` on this instance's connection, made when it has none open."""
         conn = self._conn
+        reused = conn is not None and not conn.closed
+        if conn is None or not reused:
+            conn = self._conn = self._psycopg.connect(self._dsn, **self._connect_options(deadline))
         try:
-            yield conn
+            return self._watched(conn, flow, deadline, reused=reused)
         except self._psycopg.OperationalError:
             conn.close()  # broken or not: the next call starts from a fresh connection
             self._conn = None
             raise
+
+    def _watched(
+        self, conn: psycopg.Connection[Any], flow: Flow[T], deadline: float, *, reused: bool
+    ) -> T:
+        """``flow`` run on ``conn`` cut at ``deadline`` (then closed: a pool must not lend it
+        again); see :meth:`_watch`."""
+        try:
+            with self._watch(conn, deadline, reused=reused) as renew:
+                if not self._core.ready:
+                    drive(conn, self._core.setup())
+                    self._core.mark_ready(True)
+                return drive(conn, flow, renew)
+        finally:
+            if self._timed_out:
+                conn.close()
 
     def _new_lock(self) -> threading.Lock:
         return threading.Lock()

@@ -242,17 +242,25 @@ class Database:
             with self.transaction(write=True) as writing:
                 append_records(writing, number, bodies, blobs, now)
             return
+        if len(bodies) == 1:
+            self.append_one(number, bodies[0], now)
+            return
         with self.lock:
             try:
-                conn = self._writer()
-                if len(bodies) == 1:
-                    low = number * BLOCK
-                    conn.execute(APPEND, (low, low + BLOCK, bodies[0], now))
-                else:
-                    append_all(conn, appended(number, bodies, now))
+                append_all(self._writer(), appended(number, bodies, now))
             except DB_ERRORS as exc:
                 self.fail(exc)
             self.wrote()
+
+    def append_one(self, number: int, body: str, now: float) -> None:
+        """:meth:`append` of one encoded message without blobs: one statement."""
+        with self.lock:
+            try:
+                low = number * BLOCK
+                self._writer().execute(APPEND, (low, low + BLOCK, body, now))
+            except DB_ERRORS as exc:
+                self.fail(exc)
+            self._hasty = False  # it wrote (see wrote)
 
     def _writer(self) -> sqlite3.Connection:
         """The connection for a one-statement write, :attr:`lock` held: damage refused first,

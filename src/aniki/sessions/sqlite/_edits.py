@@ -32,7 +32,7 @@ from ._blobs import NO_BLOBS, append_records, copy_links, fetch, unlink
 from ._db import Database
 from ._sql import BLOCK, DROP_TAGS, SESSION, clock
 
-__all__ = ["append_after", "append_rows", "fork_rows", "undo_rows"]
+__all__ = ["append_after", "append_one", "append_rows", "append_text", "fork_rows", "undo_rows"]
 
 _GENERATION = "SELECT generation FROM aniki_sessions WHERE number = ?"
 _ROWS = "SELECT key, body, created_at FROM aniki_messages WHERE key > ? AND key < ? ORDER BY key"
@@ -151,6 +151,15 @@ def append_rows(db: Database, number: int, bodies: list[str], blobs: Mapping[str
         append_one(db, number, bodies[0])
     else:
         _append_guarded(db, number, bodies, blobs, clock())
+
+
+def append_text(db: Database, number: int, body: str) -> None:
+    """:func:`append_rows` for one encoded message without blobs (a session's plain
+    ``add_message``, the hottest path there is)."""
+    if in_force():
+        append_one(db, number, body)
+    else:
+        db.append_one(number, body, clock())
 
 
 def append_one(db: Database, number: int, body: str) -> tuple[int, int] | None:

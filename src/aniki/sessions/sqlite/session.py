@@ -60,10 +60,10 @@ from .._now import NotNow
 from .._pages import Page
 from ..base import SessionInfo
 from ..memory import meta_json
-from ._blobs import NO_BLOBS, record_of, records_of
+from ._blobs import record_of, records_of
 from ._db import Database, database_for
 from ._decode import decoded, decoded_meta
-from ._edits import append_after, append_one, append_rows, fork_rows, undo_rows
+from ._edits import append_after, append_one, append_rows, append_text, fork_rows, undo_rows
 from ._info import read_info, write_info
 from ._meta import get_meta, set_meta, swap_meta
 from ._options import DEFAULT_TIMEOUT, absolute_path, checked_options
@@ -151,7 +151,7 @@ class SQLiteSession(Closing):
         number = self._number
         if number is None:
             number = self._number = db.register(self._id)
-        append_rows(db, number, [record], NO_BLOBS)
+        append_text(db, number, record)
         own = self._own  # see _remember, written out here
         if len(own) > _OWN_LIMIT:
             own.clear()

@@ -587,3 +587,37 @@ def test_a_pool_of_the_other_kind_is_refused() -> None:
         AsyncPostgresSession("x", pool=sync_pool)  # type: ignore[arg-type]
     with pytest.raises(UserError, match=r"psycopg_pool\.ConnectionPool"):
         PostgresSession("x", pool=async_pool)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("autocommit", [False, True], ids=["transaction-pool", "autocommit-pool"])
+async def test_an_async_pools_one_connection_comes_back_in_its_mode_even_from_a_cancelled_call(
+    table: str, autocommit: bool
+) -> None:
+    import asyncio
+
+    from psycopg_pool import AsyncConnectionPool
+
+    kwargs = {"autocommit": autocommit}
+    async with AsyncConnectionPool(
+        postgres_dsn(), min_size=1, max_size=1, kwargs=kwargs, open=False, timeout=5
+    ) as pool:
+        session = AsyncPostgresSession("one", pool=pool, table=table)
+        await session.add_message({"role": "user", "content": "first"})
+        # Another client holds the table: the next append waits on the server, and is
+        # cancelled there.
+        with psycopg.connect(postgres_dsn()) as holder:
+            holder.execute(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE')
+            waiting = asyncio.ensure_future(
+                session.add_message({"role": "user", "content": "cancelled"})
+            )
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+        async with pool.connection(timeout=2) as conn:  # the only one: it came back
+            assert conn.autocommit is autocommit
+        await session.add_message({"role": "user", "content": "after"})
+        contents = [m.content for m in await session.get_messages()]
+        assert contents == ["first", "after"]
+        assert pool.get_stats().get("requests_errors", 0) == 0

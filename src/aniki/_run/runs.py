@@ -59,6 +59,7 @@ async def journaled(plan: RunPlan, work: Awaitable[T], *, last: bool = True) -> 
     finally:
         if last:
             release(plan.journal.token if plan.journal is not None else None)
+            plan.reading = None  # its functions hold the plan: no cycle is left to the GC
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -127,6 +128,7 @@ def stream(plan: RunPlan, user: Message, timeout: float | None) -> StreamedRun[A
             ending = asyncio.ensure_future(once.finish(plan))
             ending.add_done_callback(_retrieve)
         release(plan.journal.token if plan.journal is not None else None)
+        plan.reading = None
 
     observed = observe.observe_stream(plan)
     return StreamedRun(

@@ -58,8 +58,14 @@ async def journaled(plan: RunPlan, work: Awaitable[T], *, last: bool = True) -> 
         raise
     finally:
         if last:
-            release(plan.journal.token if plan.journal is not None else None)
-            plan.reading = None  # its functions hold the plan: no cycle is left to the GC
+            _ended(plan)
+
+
+def _ended(plan: RunPlan) -> None:
+    """What a run lets go of when it ends: its journal entry's hold in this process, and
+    its reading context, whose functions hold the plan (so no cycle is left to the GC)."""
+    release(plan.journal.token if plan.journal is not None else None)
+    plan.reading = None
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -127,8 +133,7 @@ def stream(plan: RunPlan, user: Message, timeout: float | None) -> StreamedRun[A
         if plan.journaled:
             ending = asyncio.ensure_future(once.finish(plan))
             ending.add_done_callback(_retrieve)
-        release(plan.journal.token if plan.journal is not None else None)
-        plan.reading = None
+        _ended(plan)
 
     observed = observe.observe_stream(plan)
     return StreamedRun(

@@ -235,15 +235,10 @@ class Database:
         self, number: int, bodies: list[str], now: float, blobs: Mapping[str, bytes]
     ) -> None:
         """Append encoded messages to session ``number``, with the ``blobs`` they name, in
-        one transaction. One message (the hottest path there is) is one statement, so one
-        transaction: SQLite takes the write lock (waiting up to the timeout) before it reads
-        the session's last key."""
+        one transaction (one message without blobs: :meth:`append_one`)."""
         if blobs:
             with self.transaction(write=True) as writing:
                 append_records(writing, number, bodies, blobs, now)
-            return
-        if len(bodies) == 1:
-            self.append_one(number, bodies[0], now)
             return
         with self.lock:
             try:
@@ -253,14 +248,16 @@ class Database:
             self.wrote()
 
     def append_one(self, number: int, body: str, now: float) -> None:
-        """:meth:`append` of one encoded message without blobs: one statement."""
+        """:meth:`append` of one encoded message without blobs (the hottest path there is):
+        one statement, so one transaction, in which SQLite takes the write lock (waiting up to
+        the timeout) before it reads the session's last key."""
         with self.lock:
             try:
                 low = number * BLOCK
                 self._writer().execute(APPEND, (low, low + BLOCK, body, now))
             except DB_ERRORS as exc:
                 self.fail(exc)
-            self._hasty = False  # it wrote (see wrote)
+            self.wrote()
 
     def _writer(self) -> sqlite3.Connection:
         """The connection for a one-statement write, :attr:`lock` held: damage refused first,

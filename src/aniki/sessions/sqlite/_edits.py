@@ -145,17 +145,17 @@ def append_rows(db: Database, number: int, bodies: list[str], blobs: Mapping[str
     """Append encoded messages (naming ``blobs``) to session ``number`` in one transaction
     (one statement for one message without blobs); under a turn guard, checked against the
     session's generation in the same step."""
-    if not in_force():
+    if len(bodies) == 1 and not blobs:
+        append_text(db, number, bodies[0])
+    elif not in_force():
         db.append(number, bodies, clock(), blobs)
-    elif len(bodies) == 1 and not blobs:
-        append_one(db, number, bodies[0])
     else:
         _append_guarded(db, number, bodies, blobs, clock())
 
 
 def append_text(db: Database, number: int, body: str) -> None:
     """:func:`append_rows` for one encoded message without blobs (a session's plain
-    ``add_message``, the hottest path there is)."""
+    ``add_message``, the hottest path there is): one statement."""
     if in_force():
         append_one(db, number, body)
     else:
@@ -171,7 +171,7 @@ def append_one(db: Database, number: int, body: str) -> tuple[int, int] | None:
     if not in_force():
         found = db.append_returning(number, body, now)
         if found is None:
-            db.append(number, [body], now, NO_BLOBS)
+            db.append_one(number, body, now)
         return found
     generation = expected_mark((db, number))  # None: the run's first write records it
     found = db.append_returning(number, body, now, cast("int | None", generation))

@@ -21,6 +21,8 @@ from aniki._threads import LANES
 from aniki.sessions import AsyncSQLiteSession, InMemorySession, SQLiteSession
 from aniki.sessions._capabilities import capabilities_of
 from aniki.sessions._now import LATER, NOT_NOW
+from aniki.sessions.sqlite import _checkpoint, _db
+from aniki.sessions.sqlite._checkpoint import Checkpointer
 from aniki.testing import MockProvider
 
 
@@ -102,6 +104,79 @@ def test_durability_full_always_waits_in_a_worker_thread(path: Path) -> None:
     session = Recording("chat", path, durability="full")
     _turns(session, 2)
     assert threading.main_thread().name not in session.threads
+
+
+def test_calls_made_on_the_loop_thread_leave_checkpoints_to_a_worker_thread(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's automatic checkpoint runs inside a commit, copying the log into the database
+    # and waiting for the disk: the calls made on the loop's thread turn it off, and every
+    # so many writes a worker thread checkpoints on a connection of its own.
+    checkpoints: list[str] = []
+    made = Checkpointer._checkpoint
+
+    def recorded(self: Checkpointer) -> None:
+        checkpoints.append(threading.current_thread().name)
+        made(self)
+
+    monkeypatch.setattr(Checkpointer, "_checkpoint", recorded)
+    session = Recording("chat", path)
+    session.get_messages()
+    _turns(session, 600)  # 1,200 writes
+    assert set(session.threads) == {threading.main_thread().name}
+    db = session._database
+    autocheckpoint = "PRAGMA wal_autocheckpoint"
+    assert db.now(lambda: db.conn.execute(autocheckpoint).fetchone()[0]) == 0
+    with db.transaction(write=False) as conn:  # a call made otherwise: it is back on
+        assert conn.execute(autocheckpoint).fetchone()[0] == 1000
+    _wait_for(lambda: len(checkpoints) == 1200 // _db.CHECKPOINT_AFTER)
+    assert threading.main_thread().name not in checkpoints
+    other = sqlite3.connect(path, isolation_level=None)
+    try:  # what the checkpoints copied is in the database file itself
+        busy, log, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert busy == 0 and copied == log
+    finally:
+        other.close()
+    assert len(SQLiteSession("chat", path).get_messages()) == 1200
+
+
+def test_a_log_grown_long_sends_calls_to_a_thread_until_one_checkpoints(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint copies the log up to the oldest snapshot still read, and the log starts
+    # again only once all of it is copied: under writes that never pause (here, a reader
+    # that never finishes), it grows. Past a bound, the calls leave the loop, and the first
+    # one made in a worker thread turns the automatic checkpoint back on.
+    monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
+    monkeypatch.setattr(_checkpoint, "OVERGROWN", 30)
+    session = Recording("chat", path)
+    session.get_messages()
+    db = session._database
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM aniki_messages").fetchone()  # holds its snapshot
+        _turns(session, 15)
+        _wait_for(lambda: db._checkpoints.overgrown)
+        session.threads.clear()
+        _turns(session, 1)
+    finally:
+        reader.close()
+    main = threading.main_thread().name
+    assert session.threads[0] != main
+    _wait_for(lambda: not db._checkpoints.overgrown)
+    session.threads.clear()
+    _turns(session, 1)
+    assert set(session.threads) == {main}
+    assert len(SQLiteSession("chat", path).get_messages()) == 34
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "not within 10 s"
+        time.sleep(0.01)
 
 
 def test_a_lock_held_elsewhere_sends_the_call_to_a_thread_and_it_lands_once(

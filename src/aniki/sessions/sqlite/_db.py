@@ -28,6 +28,7 @@ from .._fork import count as fork_count
 from .._local_file import DAMAGED, identity_at, reason_of
 from .._now import LATER, NOT_NOW, NotNow, WouldWait
 from ._blobs import append_all, append_records, empty
+from ._checkpoint import AUTOCHECKPOINT, CHECKPOINT_AFTER, Checkpointer
 from ._connect import connect
 from ._errors import DB_ERRORS, LOCKED_CODES, result_code, store_error
 from ._schema import damage_hint
@@ -74,6 +75,10 @@ class Database:
         self._closer: weakref.finalize[[sqlite3.Connection], Database] | None = None
         self._hasty = False  # trying a call now: a wait gives up (WouldWait) until a write
         self._quick = False  # the connection's busy timeout is 0 (see now)
+        self._trying = False  # a call tried now is running (on the event loop's thread)
+        self._deferred = False  # no automatic checkpoint: they are handed to a thread
+        self._writes = 0  # writes made with checkpoints deferred since the last one
+        self._checkpoints = Checkpointer(path)
         self._patience = f"PRAGMA busy_timeout = {int(timeout * 1000)}"
 
     @property
@@ -89,11 +94,11 @@ class Database:
             except CorruptStoreError as exc:
                 self.damaged(exc)
                 raise
-            self._conn, self._forks, self._quick = conn, fork_count(), False
+            self._conn, self._forks, self._quick, self._deferred = conn, fork_count(), False, False
             # A connection sits in a reference cycle with its statement cache, so without this
             # it would stay open (holding WAL locks) until the garbage collector ran.
             self._closer = weakref.finalize(self, _close, conn)
-        elif self._quick and not self._hasty:
+        elif (self._quick and not self._hasty) or (self._deferred and not self._trying):
             self._wait_again()
         return self._conn
 
@@ -105,7 +110,12 @@ class Database:
         Such a call runs with the connection's busy timeout at 0, which it keeps afterwards:
         the next call tried now needs no statement to set it again, and any statement run
         otherwise (on a worker thread, or after the call's first write) sets the timeout
-        back first (:attr:`conn`)."""
+        back first (:attr:`conn`).
+
+        It also runs with SQLite's automatic checkpoint off, which waits for the disk: every
+        so many writes made so, a worker thread checkpoints instead, and a log grown long
+        sends calls to a thread until one checkpoints (see ``_checkpoint``); a statement run
+        otherwise turns the automatic checkpoint back on."""
         if self._durability == "full":
             return NOT_NOW
         if not self.lock.acquire(blocking=False):
@@ -113,33 +123,50 @@ class Database:
         try:
             if (conn := self._conn) is None or self._forks != fork_count():
                 return NOT_NOW
-            if not self._quick:
-                try:
+            if self._checkpoints.overgrown:  # a worker thread's write will copy the log
+                return NOT_NOW
+            try:
+                if not self._quick:
                     conn.execute("PRAGMA busy_timeout = 0")
-                except DB_ERRORS:
-                    return NOT_NOW
-                self._quick = True
-            self._hasty = True
+                    self._quick = True
+                if not self._deferred:
+                    conn.execute("PRAGMA wal_autocheckpoint = 0")
+                    self._deferred = True
+            except DB_ERRORS:
+                return NOT_NOW
+            self._hasty = self._trying = True
             try:
                 return work() if ready is None or ready() else NOT_NOW
             except WouldWait:
                 return NOT_NOW
             finally:
-                self._hasty = False
+                self._hasty = self._trying = False
+                if self._writes >= CHECKPOINT_AFTER:
+                    self._writes = 0
+                    self._checkpoints.submit()
         finally:
             self.lock.release()
 
     def wrote(self) -> None:
-        """A call tried now has written: from here on its statements wait for locks again,
-        up to the timeout (:attr:`conn` sets it back before the next one)."""
+        """A write has committed. A call tried now that has written waits for locks again from
+        here on, up to the timeout (:attr:`conn` sets it back before its next statement)."""
         self._hasty = False
+        if self._deferred:
+            self._writes += 1
 
     def _wait_again(self) -> None:
-        self._quick = False
+        # The busy timeout back (unless a call tried now has not written yet), and the
+        # automatic checkpoints (unless a call tried now is running).
         conn = self._conn
-        if conn is not None:
-            with suppress(sqlite3.Error):
-                conn.execute(self._patience)
+        with suppress(sqlite3.Error):
+            if self._quick and not self._hasty:
+                self._quick = False
+                if conn is not None:
+                    conn.execute(self._patience)
+            if self._deferred and not self._trying:
+                self._deferred = self._checkpoints.overgrown = False
+                if conn is not None:
+                    conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT}")
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
@@ -353,6 +380,7 @@ class Database:
             if self._closer is not None and self._forks == fork_count():
                 self._closer()
             self._conn, self._closer = None, None
+        self._checkpoints.close()
 
 
 _DATABASES: weakref.WeakValueDictionary[tuple[str, str, float], Database] = (

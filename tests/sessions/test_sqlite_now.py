@@ -141,13 +141,13 @@ def test_calls_made_on_the_loop_thread_leave_checkpoints_to_a_worker_thread(
     assert len(SQLiteSession("chat", path).get_messages()) == 1200
 
 
-def test_a_log_grown_long_sends_calls_to_a_thread_until_one_checkpoints(
+def test_a_log_grown_long_is_copied_whole_by_a_call_on_the_loop_and_starts_again(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A checkpoint copies the log up to the oldest snapshot still read, and the log starts
-    # again only once all of it is copied: under writes that never pause (here, a reader
-    # that never finishes), it grows. Past a bound, the calls leave the loop, and the first
-    # one made in a worker thread turns the automatic checkpoint back on.
+    # A worker thread's checkpoint copies the log up to what it held when it began (here,
+    # up to the snapshot of a reader that never finishes), and the log starts again only
+    # once all of it is copied: under writes that never pause, it would grow. Past a bound,
+    # the next call on the loop copies the rest on the store's own connection.
     monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
     monkeypatch.setattr(_checkpoint, "OVERGROWN", 30)
     session = Recording("chat", path)
@@ -159,17 +159,18 @@ def test_a_log_grown_long_sends_calls_to_a_thread_until_one_checkpoints(
         reader.execute("SELECT count(*) FROM aniki_messages").fetchone()  # holds its snapshot
         _turns(session, 15)
         _wait_for(lambda: db._checkpoints.overgrown)
-        session.threads.clear()
-        _turns(session, 1)
     finally:
         reader.close()
-    main = threading.main_thread().name
-    assert session.threads[0] != main
-    _wait_for(lambda: not db._checkpoints.overgrown)
-    session.threads.clear()
-    _turns(session, 1)
-    assert set(session.threads) == {main}
-    assert len(SQLiteSession("chat", path).get_messages()) == 34
+    _turns(session, 1)  # its first call copies the rest; its second starts the log again
+    assert set(session.threads) == {threading.main_thread().name}
+    assert not db._checkpoints.overgrown
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        _, log, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        other.close()
+    assert 0 < log < 10 and copied == log  # the last turn's pages only
+    assert len(SQLiteSession("chat", path).get_messages()) == 32
 
 
 def _wait_for(condition: Callable[[], bool]) -> None:

@@ -13,11 +13,11 @@ readers and writers). The checkpoint is ``PASSIVE``: it waits for no one, and co
 can; the next one copies the rest. A file found damaged is never checkpointed.
 
 The log starts again from its beginning (instead of growing) at the first write after a
-checkpoint that copied all of it, so one that ends while writes keep landing leaves it as
-long as it was. Under writes that never pause long enough, a log that reaches
-:data:`OVERGROWN` pages makes the store's next call leave the loop: made in a worker thread,
-with the automatic checkpoint back on, its write copies the whole log, no other write of
-this process coming in between, and the log starts again.
+checkpoint that copied all of it, and a checkpoint made beside writes that keep landing
+never does: each copies what was there when it began. So once the log is :data:`OVERGROWN`,
+the next call made on the loop ends with a checkpoint of its own, on the store's connection
+(no write of this process can land meanwhile): it copies only what the worker thread's last
+checkpoint left, and the log starts again.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ AUTOCHECKPOINT = 1000
 CHECKPOINT_AFTER = 500
 """Writes made with the automatic checkpoint off after which a worker thread checkpoints:
 a write adds one or two pages to the log, rarely more."""
-OVERGROWN = 4 * AUTOCHECKPOINT
-"""Pages in a log a checkpoint could not copy whole from which the store's calls leave the
-loop until one of them has checkpointed (see the module docstring)."""
+OVERGROWN = 2 * AUTOCHECKPOINT
+"""Pages in the log from which a call made on the loop finishes the worker thread's
+checkpoint (see the module docstring)."""
 
 
 _INHERITED: list[sqlite3.Connection] = []
@@ -60,7 +60,7 @@ class Checkpointer:
         self._forks = -1
         self._closer: weakref.finalize[[sqlite3.Connection], Checkpointer] | None = None
         self.overgrown = False
-        """The log was :data:`OVERGROWN` pages long after the last checkpoint here."""
+        """The log was :data:`OVERGROWN` pages long at the last checkpoint here."""
 
     def submit(self) -> None:
         """Checkpoint in a worker thread, after any checkpoint of this file still running."""
@@ -93,9 +93,8 @@ class Checkpointer:
                 self._forks = fork_count()
                 self._closer = weakref.finalize(self, _close, conn)
             with suppress(sqlite3.Error):
-                _, pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                # All copied: the next write starts the log again.
-                self.overgrown = OVERGROWN <= pages > copied
+                _, pages, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                self.overgrown = pages >= OVERGROWN
 
 
 def _close(conn: sqlite3.Connection) -> None:

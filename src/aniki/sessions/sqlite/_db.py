@@ -112,18 +112,14 @@ class Database:
         otherwise (on a worker thread, or after the call's first write) sets the timeout
         back first (:attr:`conn`).
 
-        It also runs with SQLite's automatic checkpoint off, which waits for the disk: every
-        so many writes made so, a worker thread checkpoints instead, and a log grown long
-        sends calls to a thread until one checkpoints (see ``_checkpoint``); a statement run
-        otherwise turns the automatic checkpoint back on."""
+        It also runs with SQLite's automatic checkpoint off (it waits for the disk), which a
+        statement run otherwise turns back on; ``_checkpoint`` says who checkpoints instead."""
         if self._durability == "full":
             return NOT_NOW
         if not self.lock.acquire(blocking=False):
             return LATER
         try:
             if (conn := self._conn) is None or self._forks != fork_count():
-                return NOT_NOW
-            if self._checkpoints.overgrown:  # a worker thread's write will copy the log
                 return NOT_NOW
             try:
                 if not self._quick:
@@ -141,7 +137,11 @@ class Database:
                 return NOT_NOW
             finally:
                 self._hasty = self._trying = False
-                if self._writes >= CHECKPOINT_AFTER:
+                if self._checkpoints.overgrown:  # see _checkpoint: copy the rest, restart
+                    self._checkpoints.overgrown = False
+                    with suppress(sqlite3.Error):
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                elif self._writes >= CHECKPOINT_AFTER:
                     self._writes = 0
                     self._checkpoints.submit()
         finally:
@@ -155,8 +155,7 @@ class Database:
             self._writes += 1
 
     def _wait_again(self) -> None:
-        # The busy timeout back (unless a call tried now has not written yet), and the
-        # automatic checkpoints (unless a call tried now is running).
+        # The busy timeout back (but before a call tried now writes), the checkpoints too.
         conn = self._conn
         with suppress(sqlite3.Error):
             if self._quick and not self._hasty:
@@ -164,7 +163,7 @@ class Database:
                 if conn is not None:
                     conn.execute(self._patience)
             if self._deferred and not self._trying:
-                self._deferred = self._checkpoints.overgrown = False
+                self._deferred = False
                 if conn is not None:
                     conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT}")
 

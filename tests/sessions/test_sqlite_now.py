@@ -173,6 +173,29 @@ def test_a_log_grown_long_is_copied_whole_by_a_call_on_the_loop_and_starts_again
     assert len(SQLiteSession("chat", path).get_messages()) == 32
 
 
+def test_when_no_checkpoint_can_be_made_beside_the_store_the_loop_makes_them(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker thread's connection cannot be opened (the file moved away, no access): the
+    # log is still copied and starts again, by calls on the loop.
+    def refused(_: Path) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
+    monkeypatch.setattr(_checkpoint, "_open", refused)
+    session = Recording("chat", path)
+    session.get_messages()
+    _turns(session, 60)  # 120 writes
+    assert set(session.threads) == {threading.main_thread().name}
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        _, log, _ = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        other.close()
+    assert 0 < log < 60  # not one page or more per write since the start
+    assert len(SQLiteSession("chat", path).get_messages()) == 120
+
+
 def _wait_for(condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + 10
     while not condition():

@@ -77,24 +77,30 @@ class Checkpointer:
         with self._lock:
             if DAMAGED and DAMAGED.named(self._key) is not None:
                 return
-            conn = self._conn
-            if conn is None or self._forks != fork_count():
-                if conn is not None and self._closer is not None:  # the parent's: not ours
-                    self._closer.detach()
-                    _INHERITED.append(conn)
-                # mode=rw: a file deleted meanwhile is not made again, empty.
-                conn = self._conn = sqlite3.connect(
-                    f"{self._path.as_uri()}?mode=rw",
-                    uri=True,
-                    timeout=0,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-                self._forks = fork_count()
-                self._closer = weakref.finalize(self, _close, conn)
-            with suppress(sqlite3.Error):
+            try:
+                conn = self._connection()
                 _, pages, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                self.overgrown = pages >= OVERGROWN
+            except sqlite3.Error:  # none made here (the file moved away, no access to it):
+                pages = OVERGROWN  # the store's connection makes the next one
+            self.overgrown = pages >= OVERGROWN
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is not None and self._forks == fork_count():
+            return conn
+        if conn is not None and self._closer is not None:  # the parent's: never touched
+            self._closer.detach()
+            _INHERITED.append(conn)
+        conn = self._conn = _open(self._path)
+        self._forks = fork_count()
+        self._closer = weakref.finalize(self, _close, conn)
+        return conn
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    # mode=rw: a file deleted meanwhile is not made again, empty.
+    uri = f"{path.as_uri()}?mode=rw"
+    return sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False)
 
 
 def _close(conn: sqlite3.Connection) -> None:

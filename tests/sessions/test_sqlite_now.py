@@ -6,6 +6,8 @@ nothing, and one that has written runs to its end."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sqlite3
 import threading
 import time
@@ -194,6 +196,35 @@ def test_when_no_checkpoint_can_be_made_beside_the_store_the_loop_makes_them(
         other.close()
     assert 0 < log < 60  # not one page or more per write since the start
     assert len(SQLiteSession("chat", path).get_messages()) == 120
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_checkpoints_on_a_connection_of_its_own(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
+    session = SQLiteSession("chat", path)
+    session.get_messages()
+    checkpoints = session._database._checkpoints
+    _turns(session, 10)
+    _wait_for(lambda: checkpoints._conn is not None)
+    inherited = checkpoints._conn
+    pid = os.fork()
+    if pid == 0:  # the child: must neither use nor close the parent's connection
+        signal.alarm(60)  # never hang the test run, whatever another thread held at fork
+        code = 0
+        try:
+            _turns(session, 10)
+            _wait_for(lambda: checkpoints._conn is not inherited)
+            code = 0 if len(session.get_messages()) == 40 else 3
+        except BaseException:
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert checkpoints._conn is inherited
+    assert inherited is not None and inherited.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert len(session.get_messages()) == 40
 
 
 def _wait_for(condition: Callable[[], bool]) -> None:

@@ -56,6 +56,7 @@ class Checkpointer:
         self._path = path
         self._key = str(path)
         self._lock = threading.Lock()
+        self._lock_forks = fork_count()
         self._conn: sqlite3.Connection | None = None
         self._forks = -1
         self._closer: weakref.finalize[[sqlite3.Connection], Checkpointer] | None = None
@@ -68,13 +69,11 @@ class Checkpointer:
 
     def close(self) -> None:
         """Close the connection (a checkpoint running now finishes first)."""
-        with self._lock:
-            if self._closer is not None and self._forks == fork_count():
-                self._closer()
-            self._conn = self._closer = None
+        with self._held():
+            self._let_go()
 
     def _checkpoint(self) -> None:
-        with self._lock:
+        with self._held():
             if DAMAGED and DAMAGED.named(self._key) is not None:
                 return
             try:
@@ -84,17 +83,33 @@ class Checkpointer:
                 pages = OVERGROWN  # the store's connection makes the next one
             self.overgrown = pages >= OVERGROWN
 
+    def _held(self) -> threading.Lock:
+        # The lock, a new one in a forked child: the parent's may have been held at the fork
+        # by a thread the child does not have.
+        if self._lock_forks != fork_count():
+            self._lock, self._lock_forks = threading.Lock(), fork_count()
+        return self._lock
+
     def _connection(self) -> sqlite3.Connection:
         conn = self._conn
         if conn is not None and self._forks == fork_count():
             return conn
-        if conn is not None and self._closer is not None:  # the parent's: never touched
-            self._closer.detach()
-            _INHERITED.append(conn)
+        self._let_go()
         conn = self._conn = _open(self._path)
         self._forks = fork_count()
         self._closer = weakref.finalize(self, _close, conn)
         return conn
+
+    def _let_go(self) -> None:
+        # Close the connection; one a forked child inherited is kept, never used or closed.
+        conn, closer, self._conn, self._closer = self._conn, self._closer, None, None
+        if conn is None or closer is None:
+            return
+        if self._forks == fork_count():
+            closer()
+        else:
+            closer.detach()
+            _INHERITED.append(conn)
 
 
 def _open(path: Path) -> sqlite3.Connection:

@@ -227,6 +227,29 @@ def test_a_forked_child_checkpoints_on_a_connection_of_its_own(
     assert len(session.get_messages()) == 40
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_waits_for_a_checkpoint_in_progress() -> None:
+    # A child made while a thread is inside SQLite would keep the mutexes it holds.
+    def checkpointing() -> None:
+        with _checkpoint._RUNNING:
+            inside.set()
+            time.sleep(0.3)
+
+    inside = threading.Event()
+    thread = threading.Thread(target=checkpointing)
+    thread.start()
+    inside.wait(5)
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if _checkpoint._RUNNING.acquire(timeout=5) else 1)  # free in the child
+    waited = time.monotonic() - start
+    _, status = os.waitpid(pid, 0)
+    thread.join()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert waited >= 0.2
+
+
 def _wait_for(condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + 10
     while not condition():

@@ -22,6 +22,7 @@ checkpoint left, and the log starts again.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import weakref
@@ -43,6 +44,28 @@ OVERGROWN = 2 * AUTOCHECKPOINT
 """Pages in the log from which a call made on the loop finishes the worker thread's
 checkpoint (see the module docstring)."""
 
+
+_RUNNING = threading.Lock()
+"""Held while a checkpointing connection is opened, used or closed, and by ``os.fork()``: a
+child is never made while such a thread is inside SQLite (the child would keep the mutexes
+that thread held, locked for good). A fork waits up to :data:`_FORK_WAIT` seconds for it."""
+_FORK_WAIT = 10.0
+_forking: list[bool] = []  # whether the fork now being made took _RUNNING
+
+
+def _before_fork() -> None:
+    _forking.append(_RUNNING.acquire(timeout=_FORK_WAIT))
+
+
+def _after_fork() -> None:
+    if _forking.pop():
+        _RUNNING.release()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, where there is no fork
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork
+    )
 
 _INHERITED: list[sqlite3.Connection] = []
 """Connections a forked child inherited: kept, never used or closed (that is the parent's job)."""
@@ -69,7 +92,7 @@ class Checkpointer:
 
     def close(self) -> None:
         """Close the connection (a checkpoint running now finishes first)."""
-        with self._held():
+        with self._held(), _RUNNING:
             self._let_go()
 
     def _checkpoint(self) -> None:
@@ -77,8 +100,9 @@ class Checkpointer:
             if DAMAGED and DAMAGED.named(self._key) is not None:
                 return
             try:
-                conn = self._connection()
-                _, pages, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                with _RUNNING:
+                    conn = self._connection()
+                    _, pages, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except sqlite3.Error:  # none made here (the file moved away, no access to it):
                 pages = OVERGROWN  # the store's connection makes the next one
             self.overgrown = pages >= OVERGROWN

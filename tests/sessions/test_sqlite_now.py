@@ -180,7 +180,7 @@ def test_when_no_checkpoint_can_be_made_beside_the_store_the_loop_makes_them(
 ) -> None:
     # The worker thread's connection cannot be opened (the file moved away, no access): the
     # log is still copied and starts again, by calls on the loop.
-    def refused(_: Path) -> sqlite3.Connection:
+    def refused(*_: object) -> sqlite3.Connection:
         raise sqlite3.OperationalError("unable to open database file")
 
     monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
@@ -196,6 +196,20 @@ def test_when_no_checkpoint_can_be_made_beside_the_store_the_loop_makes_them(
         other.close()
     assert 0 < log < 60  # not one page or more per write since the start
     assert len(SQLiteSession("chat", path).get_messages()) == 120
+
+
+@pytest.mark.parametrize(("durability", "level"), [("off", 0), ("normal", 1)])
+def test_the_checkpointing_connection_waits_for_the_disk_as_the_store_does(
+    path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, level: int
+) -> None:
+    monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
+    session = SQLiteSession("chat", path, durability=durability)  # type: ignore[arg-type]
+    session.get_messages()
+    _turns(session, 10)
+    checkpoints = session._database._checkpoints
+    _wait_for(lambda: checkpoints._conn is not None)
+    assert checkpoints._conn is not None
+    assert checkpoints._conn.execute("PRAGMA synchronous").fetchone()[0] == level
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

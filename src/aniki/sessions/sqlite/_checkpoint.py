@@ -30,8 +30,10 @@ from contextlib import suppress
 from pathlib import Path
 
 from ..._threads import LANES
+from .._args import Durability
 from .._fork import count as fork_count
 from .._local_file import DAMAGED
+from ._connect import SYNCHRONOUS
 
 __all__ = ["AUTOCHECKPOINT", "CHECKPOINT_AFTER", "OVERGROWN", "Checkpointer"]
 
@@ -75,8 +77,9 @@ class Checkpointer:
     """Checkpoints of the store at ``path``, made in a worker thread on a connection of its
     own, one at a time."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, durability: Durability) -> None:
         self._path = path
+        self._synchronous = f"PRAGMA synchronous={SYNCHRONOUS[durability]}"
         self._key = str(path)
         self._lock = threading.Lock()
         self._lock_forks = fork_count()
@@ -119,7 +122,7 @@ class Checkpointer:
         if conn is not None and self._forks == fork_count():
             return conn
         self._let_go()
-        conn = self._conn = _open(self._path)
+        conn = self._conn = _open(self._path, self._synchronous)
         self._forks = fork_count()
         self._closer = weakref.finalize(self, _close, conn)
         return conn
@@ -136,10 +139,17 @@ class Checkpointer:
             _INHERITED.append(conn)
 
 
-def _open(path: Path) -> sqlite3.Connection:
-    # mode=rw: a file deleted meanwhile is not made again, empty.
+def _open(path: Path, synchronous: str) -> sqlite3.Connection:
+    # mode=rw: a file deleted meanwhile is not made again, empty. The store's durability:
+    # at "off", no checkpoint waits for the disk either.
     uri = f"{path.as_uri()}?mode=rw"
-    return sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(synchronous)
+    except sqlite3.Error:
+        _close(conn)
+        raise
+    return conn
 
 
 def _close(conn: sqlite3.Connection) -> None:

@@ -16,9 +16,10 @@ from .._args import Durability
 from ._errors import LOCKED_CODES, result_code
 from ._schema import check_header, prepare_schema
 
-__all__ = ["connect"]
+__all__ = ["SYNCHRONOUS", "connect"]
 
-_SYNCHRONOUS: dict[Durability, str] = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
+SYNCHRONOUS: dict[Durability, str] = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
+"""The ``PRAGMA synchronous`` level of each durability."""
 
 
 def connect(path: Path, label: str, durability: Durability, timeout: float) -> sqlite3.Connection:
@@ -31,7 +32,7 @@ def connect(path: Path, label: str, durability: Durability, timeout: float) -> s
         prepare_schema(conn, path, label)
         # Set only once the file is known to be ours and intact: WAL rewrites the header.
         _use_wal(conn, timeout)
-        conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
+        conn.execute(f"PRAGMA synchronous={SYNCHRONOUS[durability]}")
     except BaseException:
         conn.close()
         raise

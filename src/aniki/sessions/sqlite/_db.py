@@ -78,7 +78,7 @@ class Database:
         self._trying = False  # a call tried now is running (on the event loop's thread)
         self._deferred = False  # no automatic checkpoint: they are handed to a thread
         self._writes = 0  # writes made with checkpoints deferred since the last one
-        self._checkpoints = Checkpointer(path)
+        self._checkpoints = Checkpointer(path, durability)
         self._patience = f"PRAGMA busy_timeout = {int(timeout * 1000)}"
 
     @property

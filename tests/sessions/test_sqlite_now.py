@@ -22,8 +22,9 @@ from aniki import Agent, EncryptedSession, Message, Runner, TokenBudgetSession
 from aniki._threads import LANES
 from aniki.sessions import AsyncSQLiteSession, InMemorySession, SQLiteSession
 from aniki.sessions._capabilities import capabilities_of
+from aniki.sessions._local_file import DAMAGED
 from aniki.sessions._now import LATER, NOT_NOW
-from aniki.sessions.sqlite import _checkpoint, _db
+from aniki.sessions.sqlite import _checkpoint
 from aniki.sessions.sqlite._checkpoint import Checkpointer
 from aniki.testing import MockProvider
 
@@ -131,7 +132,7 @@ def test_calls_made_on_the_loop_thread_leave_checkpoints_to_a_worker_thread(
     assert db.now(lambda: db.conn.execute(autocheckpoint).fetchone()[0]) == 0
     with db.transaction(write=False) as conn:  # a call made otherwise: it is back on
         assert conn.execute(autocheckpoint).fetchone()[0] == 1000
-    _wait_for(lambda: len(checkpoints) == 1200 // _db.CHECKPOINT_AFTER)
+    _wait_for(lambda: len(checkpoints) == 1200 // _checkpoint.CHECKPOINT_AFTER)
     assert threading.main_thread().name not in checkpoints
     other = sqlite3.connect(path, isolation_level=None)
     try:  # what the checkpoints copied is in the database file itself
@@ -150,7 +151,7 @@ def test_a_log_grown_long_is_copied_whole_by_a_call_on_the_loop_and_starts_again
     # up to the snapshot of a reader that never finishes), and the log starts again only
     # once all of it is copied: under writes that never pause, it would grow. Past a bound,
     # the next call on the loop copies the rest on the store's own connection.
-    monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
+    monkeypatch.setattr(_checkpoint, "CHECKPOINT_AFTER", 10)
     monkeypatch.setattr(_checkpoint, "OVERGROWN", 30)
     session = Recording("chat", path)
     session.get_messages()
@@ -183,7 +184,7 @@ def test_when_no_checkpoint_can_be_made_beside_the_store_the_loop_makes_them(
     def refused(*_: object) -> sqlite3.Connection:
         raise sqlite3.OperationalError("unable to open database file")
 
-    monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
+    monkeypatch.setattr(_checkpoint, "CHECKPOINT_AFTER", 10)
     monkeypatch.setattr(_checkpoint, "_open", refused)
     session = Recording("chat", path)
     session.get_messages()
@@ -198,11 +199,31 @@ def test_when_no_checkpoint_can_be_made_beside_the_store_the_loop_makes_them(
     assert len(SQLiteSession("chat", path).get_messages()) == 120
 
 
+def test_no_checkpoint_is_made_on_a_file_found_damaged(path: Path) -> None:
+    # A checkpoint writes the database file, and a file found damaged is never written.
+    session = SQLiteSession("chat", path)
+    session.add_message(Message("user", "kept"))
+    session.get_messages()
+    db = session._database
+    made: list[str] = []
+    db.conn.set_trace_callback(made.append)
+    db._checkpoints.overgrown = True  # a call on the loop would finish a checkpoint now
+    DAMAGED.remember("found damaged for this test", path=str(db.path))
+    try:
+        assert db.now(lambda: "ran") == "ran"
+        db._checkpoints._checkpoint()  # the worker thread's, called here
+    finally:
+        DAMAGED.unname(str(db.path))
+    assert not [statement for statement in made if "wal_checkpoint" in statement]
+    assert db._checkpoints._conn is None  # no connection was opened to checkpoint
+    assert not db._checkpoints.overgrown
+
+
 @pytest.mark.parametrize(("durability", "level"), [("off", 0), ("normal", 1)])
 def test_the_checkpointing_connection_waits_for_the_disk_as_the_store_does(
     path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, level: int
 ) -> None:
-    monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
+    monkeypatch.setattr(_checkpoint, "CHECKPOINT_AFTER", 10)
     session = SQLiteSession("chat", path, durability=durability)  # type: ignore[arg-type]
     session.get_messages()
     _turns(session, 10)
@@ -216,7 +237,7 @@ def test_the_checkpointing_connection_waits_for_the_disk_as_the_store_does(
 def test_a_forked_child_checkpoints_on_a_connection_of_its_own(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_db, "CHECKPOINT_AFTER", 10)
+    monkeypatch.setattr(_checkpoint, "CHECKPOINT_AFTER", 10)
     session = SQLiteSession("chat", path)
     session.get_messages()
     checkpoints = session._database._checkpoints

@@ -89,9 +89,19 @@ class Checkpointer:
         self.overgrown = False
         """The log was :data:`OVERGROWN` pages long at the last checkpoint here."""
 
-    def submit(self) -> None:
-        """Checkpoint in a worker thread, after any checkpoint of this file still running."""
-        LANES.submit(("sqlite-checkpoint", self._key), self._checkpoint)
+    def after(self, conn: sqlite3.Connection, writes: int) -> int:
+        """After a call made on the loop on the store's connection ``conn`` (its lock held),
+        with ``writes`` made since the last checkpoint: finish a checkpoint the log outgrew,
+        or hand one to a worker thread when due; the writes still to count."""
+        if self.overgrown:  # see the module docstring: copy the rest, the log starts again
+            self.overgrown = False
+            if not (DAMAGED and DAMAGED.named(self._key) is not None):
+                with suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        elif writes >= CHECKPOINT_AFTER:
+            LANES.submit(("sqlite-checkpoint", self._key), self._checkpoint)
+            return 0
+        return writes
 
     def close(self) -> None:
         """Close the connection (a checkpoint running now finishes first)."""

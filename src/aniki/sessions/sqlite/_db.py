@@ -28,7 +28,7 @@ from .._fork import count as fork_count
 from .._local_file import DAMAGED, identity_at, reason_of
 from .._now import LATER, NOT_NOW, NotNow, WouldWait
 from ._blobs import append_all, append_records, empty
-from ._checkpoint import AUTOCHECKPOINT, CHECKPOINT_AFTER, Checkpointer
+from ._checkpoint import AUTOCHECKPOINT, Checkpointer
 from ._connect import connect
 from ._errors import DB_ERRORS, LOCKED_CODES, result_code, store_error
 from ._schema import damage_hint
@@ -137,13 +137,7 @@ class Database:
                 return NOT_NOW
             finally:
                 self._hasty = self._trying = False
-                if self._checkpoints.overgrown:  # see _checkpoint: copy the rest, restart
-                    self._checkpoints.overgrown = False
-                    with suppress(sqlite3.Error):
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                elif self._writes >= CHECKPOINT_AFTER:
-                    self._writes = 0
-                    self._checkpoints.submit()
+                self._writes = self._checkpoints.after(conn, self._writes)
         finally:
             self.lock.release()
 

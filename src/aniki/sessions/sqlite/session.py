@@ -19,8 +19,8 @@ writers. A writer waits up to ``timeout`` seconds for another writer, then raise
 :class:`~aniki.StoreUnavailableError`.
 
 Threads: every call is serialised by one lock per file and process, so a session (and
-many sessions of one file) may be used from several threads. Calls block; they are short
-(a commit), so calling them from an event loop, as the Runner does, is fine.
+many sessions of one file) may be used from several threads. Calls block: a run makes them
+in a worker thread, or on the loop's thread when they cannot wait (:mod:`aniki.sessions._now`).
 
 Speed: each instance keeps the messages it has read in a
 :class:`~aniki.sessions._history_cache.HistoryCache` (the position: the last key read; the

@@ -33,7 +33,7 @@ from ..._threads import LANES
 from .._args import Durability
 from .._fork import count as fork_count
 from .._local_file import DAMAGED
-from ._connect import SYNCHRONOUS
+from ._connect import SYNCHRONOUS, close_quietly, let_go
 
 __all__ = ["AUTOCHECKPOINT", "CHECKPOINT_AFTER", "OVERGROWN", "Checkpointer"]
 
@@ -69,9 +69,6 @@ if hasattr(os, "register_at_fork"):  # not on Windows, where there is no fork
         before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork
     )
 
-_INHERITED: list[sqlite3.Connection] = []
-"""Connections a forked child inherited: kept, never used or closed (that is the parent's job)."""
-
 
 class Checkpointer:
     """Checkpoints of the store at ``path``, made in a worker thread on a connection of its
@@ -81,8 +78,6 @@ class Checkpointer:
         self._path = path
         self._synchronous = f"PRAGMA synchronous={SYNCHRONOUS[durability]}"
         self._key = str(path)
-        self._lock = threading.Lock()
-        self._lock_forks = fork_count()
         self._conn: sqlite3.Connection | None = None
         self._forks = -1
         self._closer: weakref.finalize[[sqlite3.Connection], Checkpointer] | None = None
@@ -95,7 +90,7 @@ class Checkpointer:
         or hand one to a worker thread when due; the writes still to count."""
         if self.overgrown:  # see the module docstring: copy the rest, the log starts again
             self.overgrown = False
-            if not (DAMAGED and DAMAGED.named(self._key) is not None):
+            if not self._damaged():
                 with suppress(sqlite3.Error):
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         elif writes >= CHECKPOINT_AFTER:
@@ -105,48 +100,33 @@ class Checkpointer:
 
     def close(self) -> None:
         """Close the connection (a checkpoint running now finishes first)."""
-        with self._held(), _RUNNING:
-            self._let_go()
+        with _RUNNING:
+            let_go(self._conn, self._closer, self._forks)
+            self._conn = self._closer = None
 
     def _checkpoint(self) -> None:
-        with self._held():
-            if DAMAGED and DAMAGED.named(self._key) is not None:
-                return
-            try:
-                with _RUNNING:
-                    conn = self._connection()
-                    _, pages, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            except sqlite3.Error:  # none made here (the file moved away, no access to it):
-                pages = OVERGROWN  # the store's connection makes the next one
-            self.overgrown = pages >= OVERGROWN
+        if self._damaged():
+            return
+        try:
+            with _RUNNING:  # also one checkpoint at a time
+                conn = self._connection()
+                _, pages, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error:  # none made here (the file moved away, no access to it):
+            pages = OVERGROWN  # the store's connection makes the next one
+        self.overgrown = pages >= OVERGROWN
 
-    def _held(self) -> threading.Lock:
-        # The lock, a new one in a forked child: the parent's may have been held at the fork
-        # by a thread the child does not have.
-        if self._lock_forks != fork_count():
-            self._lock, self._lock_forks = threading.Lock(), fork_count()
-        return self._lock
+    def _damaged(self) -> bool:
+        return bool(DAMAGED) and DAMAGED.named(self._key) is not None
 
     def _connection(self) -> sqlite3.Connection:
         conn = self._conn
         if conn is not None and self._forks == fork_count():
             return conn
-        self._let_go()
+        let_go(conn, self._closer, self._forks)  # a parent's, if any: kept
         conn = self._conn = _open(self._path, self._synchronous)
         self._forks = fork_count()
-        self._closer = weakref.finalize(self, _close, conn)
+        self._closer = weakref.finalize(self, close_quietly, conn)
         return conn
-
-    def _let_go(self) -> None:
-        # Close the connection; one a forked child inherited is kept, never used or closed.
-        conn, closer, self._conn, self._closer = self._conn, self._closer, None, None
-        if conn is None or closer is None:
-            return
-        if self._forks == fork_count():
-            closer()
-        else:
-            closer.detach()
-            _INHERITED.append(conn)
 
 
 def _open(path: Path, synchronous: str) -> sqlite3.Connection:
@@ -157,11 +137,6 @@ def _open(path: Path, synchronous: str) -> sqlite3.Connection:
     try:
         conn.execute(synchronous)
     except sqlite3.Error:
-        _close(conn)
+        close_quietly(conn)
         raise
     return conn
-
-
-def _close(conn: sqlite3.Connection) -> None:
-    with suppress(sqlite3.Error):
-        conn.close()

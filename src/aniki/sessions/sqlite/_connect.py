@@ -10,16 +10,46 @@ from __future__ import annotations
 
 import sqlite3
 import time
+import weakref
+from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 from .._args import Durability
+from .._fork import count as fork_count
 from ._errors import LOCKED_CODES, result_code
 from ._schema import check_header, prepare_schema
 
-__all__ = ["SYNCHRONOUS", "connect"]
+__all__ = ["INHERITED", "SYNCHRONOUS", "close_quietly", "connect", "let_go"]
 
 SYNCHRONOUS: dict[Durability, str] = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
 """The ``PRAGMA synchronous`` level of each durability."""
+
+INHERITED: list[sqlite3.Connection] = []
+"""Connections a forked child inherited: kept, never used or closed (that is the parent's job)."""
+
+
+def close_quietly(conn: sqlite3.Connection) -> None:
+    """Close ``conn``, whatever state it is in."""
+    with suppress(sqlite3.Error):
+        conn.close()
+
+
+def let_go(
+    conn: sqlite3.Connection | None, closer: weakref.finalize[Any, Any] | None, forks: int
+) -> None:
+    """Close ``conn`` through ``closer`` (its finalizer) if this process opened it (``forks``:
+    the fork count when it was opened); one a forked child inherited is kept instead, never
+    used or closed, and no longer closed by its finalizer either."""
+    if conn is None:
+        return
+    if forks == fork_count():
+        if closer is not None:
+            closer()
+        return
+    if closer is not None:
+        closer.detach()
+    INHERITED.append(conn)
 
 
 def connect(path: Path, label: str, durability: Durability, timeout: float) -> sqlite3.Connection:

@@ -29,7 +29,7 @@ from .._local_file import DAMAGED, identity_at, reason_of
 from .._now import LATER, NOT_NOW, NotNow, WouldWait
 from ._blobs import append_all, append_records, empty
 from ._checkpoint import AUTOCHECKPOINT, Checkpointer
-from ._connect import connect
+from ._connect import close_quietly, connect, let_go
 from ._errors import DB_ERRORS, LOCKED_CODES, result_code, store_error
 from ._schema import damage_hint
 from ._sql import (
@@ -50,14 +50,6 @@ Row: TypeAlias = tuple[Any, ...]
 """A row a read fetched: its last two columns are a message's key and its record."""
 
 T = TypeVar("T")
-
-_INHERITED: list[sqlite3.Connection] = []
-"""Connections a forked child inherited: kept, never used or closed (that is the parent's job)."""
-
-
-def _close(conn: sqlite3.Connection) -> None:
-    with suppress(sqlite3.Error):
-        conn.close()
 
 
 class Database:
@@ -85,10 +77,7 @@ class Database:
     def conn(self) -> sqlite3.Connection:
         """The open connection (opened, checked and migrated on first use)."""
         if self._forks != fork_count() or self._conn is None:
-            if self._conn is not None:  # the parent's, inherited through fork: never touch it
-                if self._closer is not None:
-                    self._closer.detach()
-                _INHERITED.append(self._conn)
+            let_go(self._conn, self._closer, self._forks)  # a parent's, if any: kept
             try:
                 conn = connect(self.path, self.label, self._durability, self._timeout)
             except CorruptStoreError as exc:
@@ -97,7 +86,7 @@ class Database:
             self._conn, self._forks, self._quick, self._deferred = conn, fork_count(), False, False
             # A connection sits in a reference cycle with its statement cache, so without this
             # it would stay open (holding WAL locks) until the garbage collector ran.
-            self._closer = weakref.finalize(self, _close, conn)
+            self._closer = weakref.finalize(self, close_quietly, conn)
         elif (self._quick and not self._hasty) or (self._deferred and not self._trying):
             self._wait_again()
         return self._conn
@@ -370,8 +359,7 @@ class Database:
     def close(self) -> None:
         """Close the connection (it reopens on next use)."""
         with self.lock:
-            if self._closer is not None and self._forks == fork_count():
-                self._closer()
+            let_go(self._conn, self._closer, self._forks)
             self._conn, self._closer = None, None
         self._checkpoints.close()
 

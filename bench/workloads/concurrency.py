@@ -9,6 +9,10 @@ client or pool; openai-agents' RedisSession). Session objects and agents are mad
 clock starts, after one warm-up turn (a running server has its tables and connections).
 The CPU time the process used in the meantime (all its threads) is shown too: wall time well
 above it means the process was waiting, for a server or for a core shared with other work.
+
+The ``raw`` column keeps the same conversations with the store's bare driver and no framework
+(``_bare_chat``): per turn, write the user's message, read the history, sleep, write the reply.
+It is the floor on this host; a framework over that store cannot go below it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 from peers import USER_MESSAGE, Unsupported
 from peers.base import StoreKind
 
+from workloads._bare_chat import bare_chats
 from workloads._common import Context, Section, aniki_at_most, check_history, median
 
 NUMBER = 5
@@ -40,16 +45,26 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+async def _timed(ctx: Context, name: str, chats: list[Any]) -> tuple[float, float]:
+    """Wall time and this process's CPU time for ``chats``' conversations, all at once."""
+    gc.collect()  # garbage of earlier runs (other frameworks' too) is not this one's cost
+    start, cpu = time.perf_counter(), _cpu()
+    await asyncio.gather(
+        *(_conversation(name, chat, ctx.scale.conversation_turns) for chat in chats)
+    )
+    return time.perf_counter() - start, _cpu() - cpu
+
+
+def _store(ctx: Context, kind: StoreKind, name: str, repeat: int) -> Any:
+    return ctx.store(
+        kind, f"concurrency-{name}-{repeat}", durability="normal", namespace_suffix=f"c{repeat}"
+    )
+
+
 async def _wall(ctx: Context, peer: Any, kind: StoreKind, repeat: int) -> tuple[float, float]:
     """Wall time and this process's CPU time for the whole batch of conversations."""
     scale = ctx.scale
-    store = ctx.store(
-        kind,
-        f"concurrency-{peer.name}-{repeat}",
-        durability="normal",
-        namespace_suffix=f"c{repeat}",
-    )
-    async with peer.open(store) as backend:
+    async with peer.open(_store(ctx, kind, peer.name, repeat)) as backend:
         # Tables, caches, pools; the warm-up conversation stays open until the end, as a
         # running server's store does (a local store's connection lives while a session does).
         warm = backend.chat("warm-up")
@@ -58,14 +73,18 @@ async def _wall(ctx: Context, peer: Any, kind: StoreKind, repeat: int) -> tuple[
             backend.chat(f"conversation-{i}", delay=scale.model_delay)
             for i in range(scale.conversations)
         ]
-        gc.collect()  # garbage of earlier runs (other frameworks' too) is not this one's cost
-        start, cpu = time.perf_counter(), _cpu()
-        await asyncio.gather(
-            *(_conversation(peer.name, chat, scale.conversation_turns) for chat in chats)
-        )
-        wall, used = time.perf_counter() - start, _cpu() - cpu
+        timed = await _timed(ctx, peer.name, chats)
         del warm
-        return wall, used
+        return timed
+
+
+async def _raw_wall(ctx: Context, kind: StoreKind, repeat: int) -> tuple[float, float]:
+    """:func:`_wall` for the bare driver (the ``raw`` column)."""
+    scale = ctx.scale
+    async with bare_chats(_store(ctx, kind, "raw", repeat)) as chat:
+        await _conversation("raw", chat("warm-up", 0.0), 1)
+        chats = [chat(f"conversation-{i}", scale.model_delay) for i in range(scale.conversations)]
+        return await _timed(ctx, "raw", chats)
 
 
 async def run(ctx: Context) -> Section:
@@ -91,6 +110,13 @@ async def run(ctx: Context) -> Section:
                     failed.add(peer.name)
                     walls.pop(peer.name, None)
                     section.skip(peer.name, exc, kind)
+            if "raw" not in failed:
+                try:
+                    walls.setdefault("raw", []).append(await _raw_wall(ctx, kind, repeat))
+                except Unsupported as exc:
+                    failed.add("raw")
+                    walls.pop("raw", None)
+                    section.skip("raw", exc, kind)
         if "aniki" not in walls:
             continue
         row = section.row(f"{kind}: wall time", "x ideal", target)

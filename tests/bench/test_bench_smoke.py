@@ -84,6 +84,17 @@ def test_servers_are_measured_on_ci(report: Any) -> None:
     assert {"redis: wall time", "postgres: wall time"} <= stores
 
 
+def test_concurrency_measures_the_bare_driver_beside_aniki(report: Any) -> None:
+    rows = {row.measure: row for row in report.sections[4].rows}
+    for store in ("memory", "sqlite", "redis", "postgres"):
+        row = rows.get(f"{store}: wall time")
+        if row is None and store in ("redis", "postgres") and not ON_CI:
+            continue  # its server is not running here (test_servers_are_measured_on_ci)
+        assert row is not None, f"workload 5 has no {store} row"
+        cpu = rows[f"{store}: CPU time of the process"]
+        assert row.values["raw"] > 0 and cpu.values["raw"] > 0, f"{store}: no bare-driver figure"
+
+
 def test_the_report_renders_machine_table_and_notes(report: Any) -> None:
     text = harness.render(report)
     assert text.startswith("# Benchmark results")

@@ -58,7 +58,7 @@ from ._attachments import decoded, fetch, records_and_blobs
 from ._catalog import CatalogCore
 from ._client import DEFAULT_TIMEOUT, check_url, import_redis
 from ._guarded import guarded, settled
-from ._plain import PLAIN_APPEND, plain_args
+from ._plain import PLAIN_APPEND, PLAIN_APPEND_READ, plain_args
 from ._steps import RAW, Eval, Flow, Pipeline
 from ._steps import text as _text
 
@@ -159,10 +159,17 @@ class RedisCore(CatalogCore):
         cache = self.cache
         tail = limit if limit is not None and cache.generation is None else 0
         between: tuple[str | int, ...] = (cache.generation or "", cache.position, tail)
-        script = scripts.APPEND_READ if after is None else scripts.APPEND_READ_AFTER
         batch = records_and_blobs(messages, apart=self.catalog is not None)
-        args = self._append_args(batch, *between, *(() if after is None else (after,)))
-        script, args = guarded(self, script, args)
+        if after is None and batch[0] == 0:  # no attachment: the plain script (see _plain)
+            token = new_token()
+            script, args = (
+                PLAIN_APPEND_READ,
+                plain_args(self, self.ttl_ms, token, batch[1:], between),
+            )
+        else:
+            script = scripts.APPEND_READ if after is None else scripts.APPEND_READ_AFTER
+            args = self._append_args(batch, *between, *(() if after is None else (after,)))
+            script, args = guarded(self, script, args)
         reply = yield Eval(script, self.write_keys, args)
         self.check(reply)
         settled(self, reply)

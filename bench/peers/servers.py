@@ -70,6 +70,18 @@ async def postgres_pool(dsn: str) -> Any:
     return pool
 
 
+async def create_raw_table(pool: Any, table: str, *, by_session: bool = False) -> None:
+    """The bare driver's table ``table`` (an identity key, the session, the JSON body); with
+    ``by_session``, indexed for reading a session's rows in order."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            f'CREATE TABLE "{table}" (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,'
+            " session_id text NOT NULL, body text NOT NULL)"
+        )
+        if by_session:
+            await conn.execute(f'CREATE INDEX "{table}_by_session" ON "{table}" (session_id, id)')
+
+
 async def drop_postgres_tables(pool: Any, stem: str) -> None:
     """Drop the tables whose names start with ``stem`` (this run's, and only its)."""
     async with pool.connection() as conn:

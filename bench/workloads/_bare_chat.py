@@ -119,12 +119,7 @@ async def _postgres(store: StoreSpec) -> AsyncIterator[tuple[Write, Read]]:
 
     pool = await servers.postgres_pool(store.location)
     table = f"{store.namespace}_raw"
-    async with pool.connection() as conn:
-        await conn.execute(
-            f'CREATE TABLE "{table}" (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,'
-            " session_id text NOT NULL, body text NOT NULL)"
-        )
-        await conn.execute(f'CREATE INDEX "{table}_by_session" ON "{table}" (session_id, id)')
+    await servers.create_raw_table(pool, table, by_session=True)
     insert = f'INSERT INTO "{table}" (session_id, body) VALUES (%s, %s)'
     select = f'SELECT body FROM "{table}" WHERE session_id = %s ORDER BY id'
 

@@ -108,11 +108,7 @@ async def _raw_postgres(store: StoreSpec) -> Any:
 
     pool = await servers.postgres_pool(store.location)
     table = f"{store.namespace}_raw"
-    async with pool.connection() as conn:
-        await conn.execute(
-            f'CREATE TABLE "{table}" (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,'
-            " session_id text NOT NULL, body text NOT NULL)"
-        )
+    await servers.create_raw_table(pool, table)
     insert = f'INSERT INTO "{table}" (session_id, body) VALUES (%s, %s)'
 
     async def append(i: int) -> None:

@@ -62,13 +62,19 @@ def _state(client: redis_module.Redis, prefix: str, session_id: str) -> dict[str
     }
 
 
+def seeded(client: redis_module.Redis, prefix: str, session_id: str) -> _redis_core.RedisCore:
+    """The core of a session with a ttl whose meta and info (an owner, a tag) are set, so that
+    an append keeps their expiry and the catalog's sets in step."""
+    client.hset(keys_of(prefix, session_id)[2], "k", '"v"')  # meta, for its ttl
+    client.hset(keys_of(prefix, session_id)[1], mapping={"owner": "ann", "tags": '["t"]'})
+    return _redis_core.RedisCore(session_id, store="test", prefix=prefix, ttl=60)
+
+
 def test_the_plain_script_leaves_what_the_general_one_leaves(
     prefix: str, client: redis_module.Redis
 ) -> None:
     for session_id in ("plain", "general"):
-        core = _redis_core.RedisCore(session_id, store="test", prefix=prefix, ttl=60)
-        client.hset(keys_of(prefix, session_id)[2], "k", '"v"')  # meta, for its ttl
-        client.hset(keys_of(prefix, session_id)[1], mapping={"owner": "ann", "tags": '["t"]'})
+        core = seeded(client, prefix, session_id)
         for n in range(3):
             messages = [Message("user", f"q{n}"), Message("assistant", f"a{n}")]
             step = next(core.append(messages))

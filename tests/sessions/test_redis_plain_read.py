@@ -18,7 +18,7 @@ from aniki.sessions.redis import _scripts as _redis_scripts
 from aniki.sessions.redis._attachments import records_and_blobs
 
 from .redis_fixtures import Kit, client, keys_of, kit, prefix
-from .test_redis_plain import PHOTO, _state
+from .test_redis_plain import PHOTO, _state, seeded
 
 __all__ = ["client", "kit", "prefix"]  # fixtures, used by name
 
@@ -66,9 +66,7 @@ def test_the_plain_script_returns_and_leaves_what_the_general_one_does(
 ) -> None:
     replies: dict[str, list[Any]] = {}
     for session_id in ("plain", "general"):
-        core = _redis_core.RedisCore(session_id, store="test", prefix=prefix, ttl=60)
-        client.hset(keys_of(prefix, session_id)[2], "k", '"v"')  # meta, for its ttl
-        client.hset(keys_of(prefix, session_id)[1], mapping={"owner": "ann", "tags": '["t"]'})
+        core = seeded(client, prefix, session_id)
         for n in range(3):
             messages = [Message("user", f"q{n}"), Message("assistant", f"a{n}")]
             # The cache as a reader of the first turn leaves it, then the tail of a new one.

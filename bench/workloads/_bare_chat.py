@@ -28,8 +28,6 @@ from peers import REPLY, StoreSpec
 Write = Callable[[str, str], Awaitable[None]]
 Read = Callable[[str], Awaitable[list[Any]]]
 
-_SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
-
 
 def _record(role: str, text: str) -> str:
     return json.dumps({"role": role, "content": text}, separators=(",", ":"), ensure_ascii=False)
@@ -72,7 +70,7 @@ async def _memory(store: StoreSpec) -> AsyncIterator[tuple[Write, Read]]:
 async def _sqlite(store: StoreSpec) -> AsyncIterator[tuple[Write, Read]]:
     conn = sqlite3.connect(store.location.replace(".db", "-raw.db"), isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS[store.durability]}")
+    conn.execute(f"PRAGMA synchronous={store.durability}")  # off, normal or full
     conn.execute(
         "CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, session_id TEXT, body TEXT)"
     )

@@ -101,22 +101,21 @@ async def run(ctx: Context) -> Section:
         walls: dict[str, list[tuple[float, float]]] = {}
         failed: set[str] = set()
         for repeat in range(scale.repeats):
-            for peer in ctx.peers:
-                if peer.name in failed:
+            for name, peer in [*((peer.name, peer) for peer in ctx.peers), ("raw", None)]:
+                if name in failed:
                     continue
                 try:
-                    walls.setdefault(peer.name, []).append(await _wall(ctx, peer, kind, repeat))
+                    timed = await (
+                        _raw_wall(ctx, kind, repeat)
+                        if peer is None
+                        else _wall(ctx, peer, kind, repeat)
+                    )
                 except Unsupported as exc:
-                    failed.add(peer.name)
-                    walls.pop(peer.name, None)
-                    section.skip(peer.name, exc, kind)
-            if "raw" not in failed:
-                try:
-                    walls.setdefault("raw", []).append(await _raw_wall(ctx, kind, repeat))
-                except Unsupported as exc:
-                    failed.add("raw")
-                    walls.pop("raw", None)
-                    section.skip("raw", exc, kind)
+                    failed.add(name)
+                    walls.pop(name, None)
+                    section.skip(name, exc, kind)
+                else:
+                    walls.setdefault(name, []).append(timed)
         if "aniki" not in walls:
             continue
         row = section.row(f"{kind}: wall time", "x ideal", target)

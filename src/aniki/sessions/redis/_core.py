@@ -161,11 +161,8 @@ class RedisCore(CatalogCore):
         between: tuple[str | int, ...] = (cache.generation or "", cache.position, tail)
         batch = records_and_blobs(messages, apart=self.catalog is not None)
         if after is None and batch[0] == 0:  # no attachment: the plain script (see _plain)
-            token = new_token()
-            script, args = (
-                PLAIN_APPEND_READ,
-                plain_args(self, self.ttl_ms, token, batch[1:], between),
-            )
+            script = PLAIN_APPEND_READ
+            args = plain_args(self, self.ttl_ms, new_token(), batch[1:], between)
         else:
             script = scripts.APPEND_READ if after is None else scripts.APPEND_READ_AFTER
             args = self._append_args(batch, *between, *(() if after is None else (after,)))

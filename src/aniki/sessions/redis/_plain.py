@@ -25,7 +25,7 @@ from .._guard import expected_mark
 from ._blob_lua import BLOB_HELPERS
 from ._guarded import MOVED
 from ._index_lua import INDEX_HELPERS
-from ._scripts import _REFUSALS, Script
+from ._scripts import _REFUSALS, READ_AFTER_APPEND, Script
 
 __all__ = ["PLAIN_APPEND", "PLAIN_APPEND_READ", "plain_args"]
 
@@ -97,30 +97,16 @@ return {0, count, gen}
 PLAIN_APPEND = Script.bare(_PLAIN_APPEND)
 """The plain append (see the module's docstring)."""
 
-# What the general APPEND_READ (``_scripts``) returns after its append: with a tail size, the
-# last that many messages; otherwise the messages between the cached count (0 when the gen
-# differs) and this batch, which the caller holds already. `before` and `gen` are the plain
-# append's.
-_THEN_READ = """
-local tail = tonumber(ARGV[8])
-if tail > 0 then return {0, count, gen, 0, redis.call('LRANGE', KEYS[1], -tail, -1)} end
-local start = 0
-if gen == ARGV[6] and tonumber(ARGV[7]) <= before then start = tonumber(ARGV[7]) end
-local records = {}
-if start < before then records = redis.call('LRANGE', KEYS[1], start, before - 1) end
-return {0, count, gen, start, records}
-"""
-
 
 def _then_read(source: str) -> str:
     """The plain append's ``source`` made the plain append-and-read: its ARGV gains the cached
     gen, the cached count and the tail size (0: none) before the records, a resent batch
     returns start -1 (where it sits is unknown: the caller reads apart), and the append's
-    reply becomes what a read returns (:data:`_THEN_READ`)."""
+    reply becomes what the general one returns (``_scripts.READ_AFTER_APPEND``)."""
     for old, new in (
         ("ARGV[5], 6\n", "ARGV[5], 9\n"),
         ("return {0, count, info[2]}\n", "return {0, count, info[2], -1, {}}\n"),
-        ("return {0, count, gen}\n", _THEN_READ.lstrip("\n")),
+        ("return {0, count, gen}\n", READ_AFTER_APPEND.lstrip("\n")),
     ):
         assert source.count(old) == 1, old
         source = source.replace(old, new)

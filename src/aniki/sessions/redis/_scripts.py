@@ -24,6 +24,7 @@ __all__ = [
     "CLEAR",
     "GET_META",
     "READ",
+    "READ_AFTER_APPEND",
     "REPLACE",
     "SET_META",
     "SWAP_META",
@@ -201,21 +202,28 @@ return {0, count, gen}
 # then returns what a read returns: with a tail size, the last that many messages; otherwise
 # the messages between the cached count (0 when the gen differs) and this batch, which the
 # caller holds already. Start -1: the batch had been applied before (a resend), read apart.
-_APPEND_READ = """
+# READ_AFTER_APPEND is that return once the batch is in, here and in the plain script
+# (``_plain``): `count` and `gen` after the append, `before` the length before it.
+READ_AFTER_APPEND = """
+local tail = tonumber(ARGV[8])
+if tail > 0 then return {0, count, gen, 0, redis.call('LRANGE', KEYS[1], -tail, -1)} end
+local start = 0
+if gen == ARGV[6] and tonumber(ARGV[7]) <= before then start = tonumber(ARGV[7]) end
+local records = {}
+if start < before then records = redis.call('LRANGE', KEYS[1], start, before - 1) end
+return {0, count, gen, start, records}
+"""
+_APPEND_READ = (
+    """
 local function append_read(first, after)
   local refused, count, gen, applied = append(first, after)
   if refused then return refused end
   if not applied then return {0, count, gen, -1, {}} end
-  local tail = tonumber(ARGV[8])
-  if tail > 0 then return {0, count, gen, 0, redis.call('LRANGE', KEYS[1], -tail, -1)} end
   local before = count - (#ARGV - records_from(first) + 1)
-  local start = 0
-  if gen == ARGV[6] and tonumber(ARGV[7]) <= before then start = tonumber(ARGV[7]) end
-  local records = {}
-  if start < before then records = redis.call('LRANGE', KEYS[1], start, before - 1) end
-  return {0, count, gen, start, records}
-end
 """
+    + READ_AFTER_APPEND
+    + "end\n"
+)
 APPEND_READ = Script.of(_APPEND_BATCH + _APPEND_READ + "return append_read(9)\n")
 
 # ARGV: as APPEND_READ's but `after` (see _APPEND_BATCH) before the records.

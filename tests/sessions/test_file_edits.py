@@ -470,7 +470,7 @@ def test_fork_of_messages_stored_before_ids_existed(tmp_path: Path) -> None:
 
 def test_a_fork_racing_appends_gets_a_prefix_of_the_history(tmp_path: Path) -> None:
     session = FileSession("s", tmp_path)
-    stop = threading.Event()
+    stop, writing = threading.Event(), threading.Event()
     appended: list[str] = []
 
     def append() -> None:
@@ -483,11 +483,15 @@ def test_a_fork_racing_appends_gets_a_prefix_of_the_history(tmp_path: Path) -> N
             else:
                 writer.add_messages([_user(f"{n}"), _said(f"{n}+")])
                 appended.extend([f"{n}", f"{n}+"])
+            writing.set()
             n += 1
 
     thread = threading.Thread(target=append)
     thread.start()
     try:
+        # The forks race the appends from the first one on (a loaded machine may start the
+        # thread late: forks made before it wrote would all be empty, and prove nothing).
+        assert writing.wait(10)
         forks = [session.fork(f"f{i}") for i in range(30)]
     finally:
         stop.set()
